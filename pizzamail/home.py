@@ -1,0 +1,82 @@
+"""The user's pizzamail folder: where it is and what it holds.
+
+Everything pizzamail keeps lives here (config, database, Maildir, blobs, logs, skills), so backing
+up or moving this one folder moves the whole installation.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import platformdirs
+
+ENV_VAR = "PIZZAMAIL_HOME"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Home:
+    """Paths inside the home folder."""
+
+    root: Path
+
+    @property
+    def config(self) -> Path:
+        return self.root / "config.toml"
+
+    @property
+    def database(self) -> Path:
+        return self.root / "state.db"
+
+    @property
+    def maildir(self) -> Path:
+        return self.root / "Maildir"
+
+    @property
+    def blobs(self) -> Path:
+        return self.root / "blobs"
+
+    @property
+    def logs(self) -> Path:
+        return self.root / "logs"
+
+    @property
+    def skills(self) -> Path:
+        return self.root / "skills"
+
+    @property
+    def secrets_file(self) -> Path:
+        """The 0600 fallback used only when the machine has no usable OS keyring."""
+        return self.root / "secrets.json"
+
+    def exists(self) -> bool:
+        return self.config.is_file()
+
+    def create_dirs(self) -> None:
+        """Create the folder tree, private to the user (0700)."""
+        for path in (self.root, self.blobs, self.logs, self.skills):
+            path.mkdir(mode=0o700, parents=True, exist_ok=True)
+            path.chmod(0o700)
+
+
+def resolve_home(option: str | Path | None) -> Home:
+    """``--home`` wins, then ``$PIZZAMAIL_HOME``, then the platform's user data dir."""
+    if option:
+        return Home(root=Path(option).expanduser().absolute())
+    env = os.environ.get(ENV_VAR)
+    if env:
+        return Home(root=Path(env).expanduser().absolute())
+    return Home(root=Path(platformdirs.user_data_dir("pizzamail", appauthor=False)))
+
+
+def write_private(path: Path, data: bytes) -> None:
+    """Write a file readable only by the user, atomically (tmp, fsync, rename)."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        os.write(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)

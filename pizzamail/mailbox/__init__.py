@@ -1,0 +1,335 @@
+"""The mailbox: Maildir++ folders plus their index in the store (UIDs, flags, sizes).
+
+The Maildir files are the message bytes; the ``folders`` and ``mail`` tables are the index IMAP
+serves from. Every change goes through :class:`Mailbox`, which bumps the folder's modseq and wakes
+whoever waits on that folder (IDLE sessions), so pushes need no polling.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import aiosqlite
+
+from pizzamail.mailbox import maildir
+from pizzamail.store import Store
+
+#: folder name -> SPECIAL-USE attribute (RFC 6154); the order is the order LIST shows them in
+STANDARD_FOLDERS: dict[str, str | None] = {
+    "INBOX": None,
+    "Action": None,
+    "Activity": None,
+    "Sent": "\\Sent",
+    "Drafts": "\\Drafts",
+    "Archive": "\\Archive",
+    "Trash": "\\Trash",
+}
+
+
+@dataclass(frozen=True, kw_only=True)
+class Folder:
+    id: int
+    name: str
+    uidvalidity: int
+    uidnext: int
+    modseq: int
+    special_use: str | None
+    subscribed: bool
+
+
+@dataclass(frozen=True, kw_only=True)
+class MailRow:
+    uid: int
+    name: str
+    subdir: str
+    size: int
+    internaldate: int
+    flags: frozenset[str]
+    modseq: int
+
+
+def _flags_text(flags: Iterable[str]) -> str:
+    return " ".join(sorted(set(flags)))
+
+
+@dataclass(kw_only=True)
+class Mailbox:
+    root: Path
+    store: Store
+    _events: dict[int, asyncio.Event] = field(default_factory=dict)
+
+    async def open(self) -> Mailbox:
+        for name, special in STANDARD_FOLDERS.items():
+            await self.create_folder(name, special_use=special, exist_ok=True)
+        for folder in await self.folders():
+            await self.reconcile(folder)
+        return self
+
+    # -- folders -----------------------------------------------------------------------------
+
+    def path(self, folder: Folder | str) -> Path:
+        return maildir.folder_path(self.root, folder if isinstance(folder, str) else folder.name)
+
+    async def folders(self) -> list[Folder]:
+        rows = await self.store.fetchall("SELECT * FROM folders ORDER BY id")
+        return [_folder(r) for r in rows]
+
+    async def folder(self, name: str) -> Folder | None:
+        if name.upper() == "INBOX":
+            name = "INBOX"
+        row = await self.store.fetchone("SELECT * FROM folders WHERE name = ?", (name,))
+        return _folder(row) if row else None
+
+    async def create_folder(
+        self, name: str, *, special_use: str | None = None, exist_ok: bool = False
+    ) -> Folder:
+        existing = await self.folder(name)
+        if existing is not None:
+            if exist_ok:
+                maildir.make_folder(self.path(existing), is_inbox=name == "INBOX")
+                return existing
+            raise FileExistsError(name)
+        maildir.make_folder(self.path(name), is_inbox=name == "INBOX")
+        async with self.store.write() as db:
+            await db.execute(
+                "INSERT INTO folders(name, uidvalidity, special_use) VALUES (?, ?, ?)",
+                (name, await _new_uidvalidity(db), special_use),
+            )
+        folder = await self.folder(name)
+        assert folder is not None
+        return folder
+
+    # -- change notification -----------------------------------------------------------------
+
+    def change_event(self, folder: Folder) -> asyncio.Event:
+        """An event set at the next change of ``folder`` (take a fresh one after each wake-up)."""
+        return self._events.setdefault(folder.id, asyncio.Event())
+
+    def _changed(self, folder_id: int) -> None:
+        event = self._events.pop(folder_id, None)
+        if event is not None:
+            event.set()
+
+    # -- messages ----------------------------------------------------------------------------
+
+    async def deliver(
+        self, folder: Folder, data: bytes, *, flags: Iterable[str] = (),
+        base: str | None = None, internaldate: int | None = None,
+        message_ref: int | None = None,
+    ) -> int:
+        """Add a message: atomic file write, then its index row. Returns its UID.
+
+        With a deterministic ``base`` delivery is idempotent: a file already there (a crash
+        between the rename and the commit) is indexed instead of written twice.
+        """
+        data = maildir.to_crlf(data)
+        stamp = internaldate or int(time.time())
+        flag_set = set(flags)
+        existing = None
+        if base is not None:
+            uid = await self._indexed_uid(folder, base)
+            if uid is not None:
+                return uid
+            existing = maildir.scan(self.path(folder)).get(base)
+        base = base or _unique_base()
+        if existing is not None:
+            subdir = existing[0]
+        else:
+            subdir = maildir.write_atomic(self.path(folder), base, data, stamp, flag_set)
+        uid = await self._index(folder, base, subdir, len(data), stamp, flag_set, message_ref)
+        self._changed(folder.id)
+        return uid
+
+    async def _indexed_uid(self, folder: Folder, base: str) -> int | None:
+        row = await self.store.fetchone(
+            "SELECT uid FROM mail WHERE folder_id = ? AND name = ?", (folder.id, base)
+        )
+        return int(row["uid"]) if row else None
+
+    async def _index(
+        self, folder: Folder, base: str, subdir: str, size: int, stamp: int,
+        flags: set[str], message_ref: int | None,
+    ) -> int:
+        async with self.store.write() as db:
+            uid, modseq = await _next_uid(db, folder.id)
+            await db.execute(
+                "INSERT INTO mail(folder_id, uid, name, subdir, size, internaldate, flags, modseq,"
+                " message_ref) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (folder.id, uid, base, subdir, size, stamp, _flags_text(flags), modseq,
+                 message_ref),
+            )
+            if message_ref is not None:
+                await db.execute("UPDATE messages SET filed = 1 WHERE id = ?", (message_ref,))
+        return uid
+
+    async def messages(self, folder: Folder) -> list[MailRow]:
+        rows = await self.store.fetchall(
+            "SELECT uid, name, subdir, size, internaldate, flags, modseq FROM mail"
+            " WHERE folder_id = ? ORDER BY uid", (folder.id,),
+        )
+        return [_mail(r) for r in rows]
+
+    def file_path(self, folder: Folder, row: MailRow) -> Path:
+        name = maildir.file_name(row.name, row.subdir, set(row.flags))
+        return self.path(folder) / row.subdir / name
+
+    def read(self, folder: Folder, row: MailRow) -> bytes:
+        return self.file_path(folder, row).read_bytes()
+
+    async def set_flags(self, folder: Folder, changes: dict[int, set[str]]) -> int:
+        """Replace the flags of several messages (uid -> new flags). Returns the new modseq."""
+        current = {r.uid: r for r in await self._rows(folder, changes)}
+        async with self.store.write() as db:
+            modseq = await _bump(db, folder.id)
+            for uid, flags in changes.items():
+                if uid in current:
+                    await db.execute(
+                        "UPDATE mail SET flags = ?, modseq = ?, subdir = 'cur'"
+                        " WHERE folder_id = ? AND uid = ?",
+                        (_flags_text(flags), modseq, folder.id, uid),
+                    )
+        for uid, flags in changes.items():
+            row = current.get(uid)
+            if row is not None:
+                self._move_file(folder, row, flags)
+        self._changed(folder.id)
+        return modseq
+
+    async def expunge(self, folder: Folder, uids: Iterable[int]) -> list[int]:
+        """Remove messages (file and index row). Returns the UIDs actually removed."""
+        rows = await self._rows(folder, {u: set() for u in uids})
+        async with self.store.write() as db:
+            await _bump(db, folder.id)
+            for row in rows:
+                await db.execute(
+                    "DELETE FROM mail WHERE folder_id = ? AND uid = ?", (folder.id, row.uid)
+                )
+        for row in rows:
+            self.file_path(folder, row).unlink(missing_ok=True)
+        if rows:
+            self._changed(folder.id)
+        return [r.uid for r in rows]
+
+    async def _rows(self, folder: Folder, uids: Iterable[int]) -> list[MailRow]:
+        wanted = set(uids)
+        return [r for r in await self.messages(folder) if r.uid in wanted]
+
+    def _move_file(self, folder: Folder, row: MailRow, flags: set[str]) -> None:
+        src = self.file_path(folder, row)
+        dst = self.path(folder) / "cur" / maildir.file_name(row.name, "cur", flags)
+        if src != dst:
+            os.rename(src, dst)
+
+    # -- reconciliation ----------------------------------------------------------------------
+
+    async def reconcile(self, folder: Folder) -> tuple[int, int]:
+        """Bring the index in line with the files (changes made by other programs, or a crash).
+
+        Unknown files are indexed with the flags in their names; index rows whose file is gone
+        are dropped; Maildir flag letters changed by another program are taken over.
+        Returns (added, removed).
+        """
+        files = maildir.scan(self.path(folder))
+        indexed = {r.name: r for r in await self.messages(folder)}
+        gone = [r.uid for name, r in indexed.items() if name not in files]
+        if gone:
+            await self.expunge(folder, gone)
+        added = 0
+        for base in sorted(set(files) - set(indexed), key=_delivery_order):
+            subdir, name = files[base]
+            st = os.stat(self.path(folder) / subdir / name)
+            flags = maildir.split_name(name)[1]
+            await self._index(folder, base, subdir, st.st_size, int(st.st_mtime), flags, None)
+            added += 1
+        await self._adopt_flags(folder, files, indexed)
+        if added:
+            self._changed(folder.id)
+        return added, len(gone)
+
+    async def _adopt_flags(
+        self, folder: Folder, files: dict[str, tuple[str, str]], indexed: dict[str, MailRow]
+    ) -> None:
+        changes: list[tuple[str, str, int]] = []
+        for base, row in indexed.items():
+            if base not in files:
+                continue
+            subdir, name = files[base]
+            on_disk = maildir.split_name(name)[1]
+            system = {f for f in row.flags if f in maildir.FLAG_LETTERS}
+            if subdir != row.subdir or on_disk != system:
+                keywords = {f for f in row.flags if f not in maildir.FLAG_LETTERS}
+                changes.append((_flags_text(on_disk | keywords), subdir, row.uid))
+        if not changes:
+            return
+        async with self.store.write() as db:
+            modseq = await _bump(db, folder.id)
+            for flags, subdir, uid in changes:
+                await db.execute(
+                    "UPDATE mail SET flags = ?, subdir = ?, modseq = ? WHERE folder_id = ? AND uid = ?",
+                    (flags, subdir, modseq, folder.id, uid),
+                )
+        self._changed(folder.id)
+
+
+def _delivery_order(base: str) -> tuple[int, str]:
+    head = base.split(".", 1)[0]
+    return (int(head) if head.isdigit() else 0, base)
+
+
+_counter = 0
+
+
+def _unique_base() -> str:
+    """A Maildir unique name: time, microseconds, pid and a counter, then the host."""
+    global _counter
+    _counter += 1
+    now = time.time()
+    usec = int((now % 1) * 1_000_000)
+    host = os.uname().nodename.replace("/", "_").replace(":", "_")
+    return f"{int(now)}.M{usec}P{os.getpid()}Q{_counter}.{host}"
+
+
+def message_base(message_row: int, created: int) -> str:
+    """The deterministic Maildir name of a stored message, which makes filing idempotent."""
+    return f"{created}.P0Q{message_row}.pizzamail"
+
+
+async def _new_uidvalidity(db: aiosqlite.Connection) -> int:
+    async with db.execute("SELECT max(uidvalidity) FROM folders") as cursor:
+        row = await cursor.fetchone()
+    latest = row[0] if row and row[0] else 0
+    return max(int(time.time()), latest + 1)
+
+
+async def _bump(db: aiosqlite.Connection, folder_id: int) -> int:
+    await db.execute("UPDATE folders SET modseq = modseq + 1 WHERE id = ?", (folder_id,))
+    async with db.execute("SELECT modseq FROM folders WHERE id = ?", (folder_id,)) as cursor:
+        row = await cursor.fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+async def _next_uid(db: aiosqlite.Connection, folder_id: int) -> tuple[int, int]:
+    modseq = await _bump(db, folder_id)
+    async with db.execute("SELECT uidnext FROM folders WHERE id = ?", (folder_id,)) as cursor:
+        row = await cursor.fetchone()
+    assert row is not None
+    await db.execute("UPDATE folders SET uidnext = uidnext + 1 WHERE id = ?", (folder_id,))
+    return int(row[0]), modseq
+
+
+def _folder(row: aiosqlite.Row) -> Folder:
+    data = dict(row)
+    data["subscribed"] = bool(data["subscribed"])
+    return Folder(**data)
+
+
+def _mail(row: aiosqlite.Row) -> MailRow:
+    data = dict(row)
+    data["flags"] = frozenset(data["flags"].split())
+    return MailRow(**data)

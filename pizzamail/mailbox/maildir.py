@@ -1,0 +1,95 @@
+"""Maildir++ on disk: folder paths, unique names, atomic delivery, flags in file names.
+
+Files hold the message's wire form (CRLF line endings) so the IMAP server serves the stored bytes
+exactly and RFC822.SIZE is the file size; mutt and Dovecot read such files as they are.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+SUBDIRS = ("tmp", "new", "cur")
+
+# System flags that Maildir spells as letters in the file name (the "2," info section).
+FLAG_LETTERS = {"\\Draft": "D", "\\Flagged": "F", "\\Answered": "R", "\\Seen": "S", "\\Deleted": "T"}
+LETTER_FLAGS = {v: k for k, v in FLAG_LETTERS.items()}
+
+_BARE_LF = re.compile(rb"(?<!\r)\n")
+
+
+def to_crlf(data: bytes) -> bytes:
+    """Wire form: every line ends in CRLF."""
+    return _BARE_LF.sub(b"\r\n", data)
+
+
+def folder_path(root: Path, name: str) -> Path:
+    """INBOX is the Maildir root; ``a/b`` is ``.a.b`` (a literal dot is escaped as ``%2E``)."""
+    if name.upper() == "INBOX":
+        return root
+    parts = [p.replace("%", "%25").replace(".", "%2E") for p in name.split("/")]
+    return root / ("." + ".".join(parts))
+
+
+def folder_name(dirname: str) -> str:
+    """Inverse of :func:`folder_path` for a ``.a.b`` directory name."""
+    parts = dirname[1:].split(".")
+    return "/".join(p.replace("%2E", ".").replace("%25", "%") for p in parts)
+
+
+def make_folder(path: Path, *, is_inbox: bool) -> None:
+    for sub in SUBDIRS:
+        (path / sub).mkdir(mode=0o700, parents=True, exist_ok=True)
+    if not is_inbox:
+        (path / "maildirfolder").touch(mode=0o600, exist_ok=True)
+
+
+def info_suffix(flags: set[str]) -> str:
+    letters = sorted(FLAG_LETTERS[f] for f in flags if f in FLAG_LETTERS)
+    return ":2," + "".join(letters)
+
+
+def split_name(filename: str) -> tuple[str, set[str]]:
+    """``base:2,FS`` -> (``base``, {\\Flagged, \\Seen})."""
+    base, _, info = filename.partition(":2,")
+    return base, {LETTER_FLAGS[c] for c in info if c in LETTER_FLAGS}
+
+
+def file_name(base: str, subdir: str, flags: set[str]) -> str:
+    return base if subdir == "new" else base + info_suffix(flags)
+
+
+def write_atomic(folder: Path, base: str, data: bytes, mtime: int, flags: set[str]) -> str:
+    """Write into ``tmp/``, fsync, then rename into ``new/`` (or ``cur/`` when flags are set):
+    readers never see half a file. Returns the subdir it landed in."""
+    tmp = folder / "tmp" / base
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        os.write(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.utime(tmp, (mtime, mtime))
+    subdir = "cur" if set(flags) & set(FLAG_LETTERS) else "new"
+    os.rename(tmp, folder / subdir / file_name(base, subdir, flags))
+    dir_fd = os.open(folder / subdir, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+    return subdir
+
+
+def scan(folder: Path) -> dict[str, tuple[str, str]]:
+    """Files present in ``new/`` and ``cur/``: base name -> (subdir, file name)."""
+    found: dict[str, tuple[str, str]] = {}
+    for sub in ("new", "cur"):
+        try:
+            names = os.listdir(folder / sub)
+        except FileNotFoundError:
+            continue
+        for name in names:
+            if not name.startswith("."):
+                found[split_name(name)[0]] = (sub, name)
+    return found

@@ -1,0 +1,83 @@
+"""The store: SQLite through aiosqlite, the one source of truth for state.
+
+One writer connection (serialised by a lock, ``BEGIN IMMEDIATE`` per transaction) and one reader
+connection; in WAL mode readers never see a half-done write and never block the writer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Iterable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import aiosqlite
+
+from pizzamail.store.migrations import migrate
+
+
+def now() -> str:
+    """Timestamps are UTC ISO 8601 with seconds, so they sort as text."""
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+async def _connect(path: Path) -> aiosqlite.Connection:
+    db = await aiosqlite.connect(path, isolation_level=None)
+    db.row_factory = aiosqlite.Row
+    await db.execute("PRAGMA journal_mode=WAL")
+    await db.execute("PRAGMA synchronous=FULL")
+    await db.execute("PRAGMA foreign_keys=ON")
+    await db.execute("PRAGMA busy_timeout=10000")
+    return db
+
+
+@dataclass(kw_only=True)
+class Store:
+    path: Path
+    _writer: aiosqlite.Connection | None = None
+    _reader: aiosqlite.Connection | None = None
+    _lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+    async def open(self) -> Store:
+        self._writer = await _connect(self.path)
+        self.path.chmod(0o600)
+        await migrate(self._writer)
+        self._reader = await _connect(self.path)
+        return self
+
+    async def close(self) -> None:
+        for db in (self._reader, self._writer):
+            if db is not None:
+                await db.close()
+        self._reader = self._writer = None
+
+    async def __aenter__(self) -> Store:
+        return await self.open()
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    @asynccontextmanager
+    async def write(self) -> AsyncIterator[aiosqlite.Connection]:
+        """One write transaction: committed on normal exit, rolled back on an exception."""
+        assert self._writer is not None, "store is not open"
+        async with self._lock:
+            await self._writer.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._writer
+            except BaseException:
+                await self._writer.execute("ROLLBACK")
+                raise
+            await self._writer.execute("COMMIT")
+
+    async def fetchall(self, sql: str, params: Iterable[Any] = ()) -> list[aiosqlite.Row]:
+        assert self._reader is not None, "store is not open"
+        async with self._reader.execute(sql, tuple(params)) as cursor:
+            return list(await cursor.fetchall())
+
+    async def fetchone(self, sql: str, params: Iterable[Any] = ()) -> aiosqlite.Row | None:
+        rows = await self.fetchall(sql, params)
+        return rows[0] if rows else None

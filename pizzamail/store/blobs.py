@@ -1,0 +1,39 @@
+"""Content-addressed files under ``blobs/``: raw mail bytes and attachments.
+
+A blob is written and fsynced before the database row that names it is committed, so a committed
+row never points at a missing file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True, kw_only=True)
+class BlobStore:
+    root: Path
+
+    def path(self, digest: str) -> Path:
+        return self.root / digest[:2] / digest
+
+    def put(self, data: bytes) -> str:
+        digest = hashlib.sha256(data).hexdigest()
+        target = self.path(digest)
+        if target.exists():
+            return digest
+        target.parent.mkdir(mode=0o700, exist_ok=True)
+        tmp = target.with_name(f".{digest}.{os.getpid()}.tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            os.write(fd, data)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, target)
+        return digest
+
+    def get(self, digest: str) -> bytes:
+        return self.path(digest).read_bytes()

@@ -1,0 +1,122 @@
+"""Numbered schema migrations; the ``migrations`` table records which ran.
+
+Append new migrations at the end; never edit one that has shipped.
+"""
+
+from __future__ import annotations
+
+import aiosqlite
+
+MIGRATIONS: list[tuple[str, str]] = [
+    (
+        "001_core",
+        """
+        CREATE TABLE threads(
+            id INTEGER PRIMARY KEY,
+            subject TEXT NOT NULL,
+            agent TEXT NOT NULL,
+            status TEXT NOT NULL,
+            created_at TEXT NOT NULL,
+            updated_at TEXT NOT NULL
+        );
+        CREATE TABLE messages(
+            id INTEGER PRIMARY KEY,
+            thread_id INTEGER NOT NULL REFERENCES threads(id),
+            message_id TEXT NOT NULL UNIQUE,
+            in_reply_to TEXT,
+            refs TEXT NOT NULL DEFAULT '',
+            direction TEXT NOT NULL CHECK (direction IN ('in', 'out')),
+            kind TEXT NOT NULL,
+            sender TEXT NOT NULL,
+            subject TEXT NOT NULL,
+            body TEXT NOT NULL,
+            blob TEXT NOT NULL,
+            size INTEGER NOT NULL,
+            run_id INTEGER,
+            folder TEXT NOT NULL,
+            flags TEXT NOT NULL DEFAULT '',
+            filed INTEGER NOT NULL DEFAULT 0,
+            created_at TEXT NOT NULL
+        );
+        CREATE INDEX messages_thread ON messages(thread_id);
+        CREATE INDEX messages_unfiled ON messages(filed) WHERE filed = 0;
+        CREATE TABLE runs(
+            id INTEGER PRIMARY KEY,
+            thread_id INTEGER NOT NULL REFERENCES threads(id),
+            message_id INTEGER REFERENCES messages(id),
+            status TEXT NOT NULL,
+            attempts INTEGER NOT NULL DEFAULT 0,
+            model TEXT,
+            error TEXT,
+            created_at TEXT NOT NULL,
+            started_at TEXT,
+            finished_at TEXT
+        );
+        CREATE INDEX runs_status ON runs(status);
+        CREATE TABLE steps(
+            id INTEGER PRIMARY KEY,
+            run_id INTEGER NOT NULL REFERENCES runs(id),
+            seq INTEGER NOT NULL,
+            kind TEXT NOT NULL,
+            data TEXT NOT NULL,
+            created_at TEXT NOT NULL,
+            UNIQUE (run_id, seq)
+        );
+        CREATE TABLE events(
+            id INTEGER PRIMARY KEY,
+            at TEXT NOT NULL,
+            kind TEXT NOT NULL,
+            thread_id INTEGER,
+            run_id INTEGER,
+            data TEXT NOT NULL DEFAULT '{}'
+        );
+        CREATE TABLE folders(
+            id INTEGER PRIMARY KEY,
+            name TEXT NOT NULL UNIQUE,
+            uidvalidity INTEGER NOT NULL,
+            uidnext INTEGER NOT NULL DEFAULT 1,
+            modseq INTEGER NOT NULL DEFAULT 1,
+            special_use TEXT,
+            subscribed INTEGER NOT NULL DEFAULT 1
+        );
+        CREATE TABLE mail(
+            folder_id INTEGER NOT NULL REFERENCES folders(id) ON DELETE CASCADE,
+            uid INTEGER NOT NULL,
+            name TEXT NOT NULL,
+            subdir TEXT NOT NULL CHECK (subdir IN ('new', 'cur')),
+            size INTEGER NOT NULL,
+            internaldate INTEGER NOT NULL,
+            flags TEXT NOT NULL DEFAULT '',
+            modseq INTEGER NOT NULL,
+            message_ref INTEGER REFERENCES messages(id),
+            envelope BLOB,
+            bodystructure BLOB,
+            PRIMARY KEY (folder_id, uid)
+        );
+        CREATE UNIQUE INDEX mail_name ON mail(folder_id, name);
+        """,
+    ),
+]
+
+
+async def migrate(db: aiosqlite.Connection) -> list[str]:
+    """Run every migration not yet recorded, each in its own transaction. Returns the names run."""
+    await db.execute(
+        "CREATE TABLE IF NOT EXISTS migrations(name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)"
+    )
+    await db.commit()
+    async with db.execute("SELECT name FROM migrations") as cursor:
+        done = {row[0] for row in await cursor.fetchall()}
+    ran = []
+    for name, sql in MIGRATIONS:
+        if name in done:
+            continue
+        await db.execute("BEGIN IMMEDIATE")
+        for statement in filter(str.strip, sql.split(";")):
+            await db.execute(statement)
+        await db.execute(
+            "INSERT INTO migrations VALUES (?, strftime('%Y-%m-%dT%H:%M:%SZ', 'now'))", (name,)
+        )
+        await db.commit()
+        ran.append(name)
+    return ran

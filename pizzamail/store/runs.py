@@ -1,0 +1,123 @@
+"""Runs (one piece of agent work on a thread) and their steps (checkpoints)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import aiosqlite
+
+from pizzamail.store import Store, now
+
+
+@dataclass(frozen=True, kw_only=True)
+class Run:
+    id: int
+    thread_id: int
+    message_id: int | None
+    status: str
+    attempts: int
+    model: str | None
+    error: str | None
+    created_at: str
+    started_at: str | None
+    finished_at: str | None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Step:
+    seq: int
+    kind: str
+    data: dict[str, Any]
+
+
+async def create_run(
+    db: aiosqlite.Connection, thread_id: int, message_row: int | None
+) -> int:
+    cursor = await db.execute(
+        "INSERT INTO runs(thread_id, message_id, status, created_at) VALUES (?, ?, 'queued', ?)",
+        (thread_id, message_row, now()),
+    )
+    await db.execute(
+        "UPDATE threads SET status = 'queued', updated_at = ? WHERE id = ?", (now(), thread_id)
+    )
+    assert cursor.lastrowid is not None
+    return cursor.lastrowid
+
+
+async def claim_next(store: Store, *, exclude_threads: set[int]) -> Run | None:
+    """Mark the oldest queued run as running and return it.
+
+    Runs of one thread are done in order, one at a time: a thread already being worked on
+    (``exclude_threads``) is skipped, and so is a run whose thread has an older unfinished run.
+    """
+    async with store.write() as db:
+        async with db.execute(
+            "SELECT * FROM runs r WHERE status = 'queued' AND NOT EXISTS (SELECT 1 FROM runs o"
+            " WHERE o.thread_id = r.thread_id AND o.id < r.id AND o.status IN"
+            " ('queued', 'running')) ORDER BY id"
+        ) as cursor:
+            rows = await cursor.fetchall()
+        row = next((r for r in rows if r["thread_id"] not in exclude_threads), None)
+        if row is None:
+            return None
+        await db.execute(
+            "UPDATE runs SET status = 'running', attempts = attempts + 1, started_at = ?"
+            " WHERE id = ?", (now(), row["id"]),
+        )
+        await db.execute(
+            "UPDATE threads SET status = 'working', updated_at = ? WHERE id = ?",
+            (now(), row["thread_id"]),
+        )
+    return await get_run(store, int(row["id"]))
+
+
+async def get_run(store: Store, run_id: int) -> Run:
+    row = await store.fetchone("SELECT * FROM runs WHERE id = ?", (run_id,))
+    assert row is not None, f"no run {run_id}"
+    return Run(**dict(row))
+
+
+async def requeue_interrupted(store: Store) -> list[int]:
+    """Runs left ``running`` by a crash go back to the queue; they resume from their steps."""
+    async with store.write() as db:
+        async with db.execute("SELECT id FROM runs WHERE status = 'running'") as cursor:
+            ids = [int(r[0]) for r in await cursor.fetchall()]
+        await db.execute("UPDATE runs SET status = 'queued' WHERE status = 'running'")
+    return ids
+
+
+async def add_step(
+    db: aiosqlite.Connection, run_id: int, seq: int, kind: str, data: dict[str, Any]
+) -> None:
+    await db.execute(
+        "INSERT INTO steps(run_id, seq, kind, data, created_at) VALUES (?, ?, ?, ?, ?)",
+        (run_id, seq, kind, json.dumps(data), now()),
+    )
+
+
+async def steps_of(store: Store, run_id: int) -> list[Step]:
+    rows = await store.fetchall(
+        "SELECT seq, kind, data FROM steps WHERE run_id = ? ORDER BY seq", (run_id,)
+    )
+    return [Step(seq=r["seq"], kind=r["kind"], data=json.loads(r["data"])) for r in rows]
+
+
+async def finish_run(
+    db: aiosqlite.Connection, run: Run, *, status: str, error: str | None = None,
+    model: str | None = None,
+) -> None:
+    await db.execute(
+        "UPDATE runs SET status = ?, error = ?, model = coalesce(?, model), finished_at = ?"
+        " WHERE id = ?", (status, error, model, now(), run.id),
+    )
+    thread_status = "done" if status == "done" else "failed"
+    await db.execute(
+        "UPDATE threads SET status = ?, updated_at = ? WHERE id = ?",
+        (thread_status, now(), run.thread_id),
+    )
+
+
+async def has_queued(store: Store) -> bool:
+    return await store.fetchone("SELECT 1 FROM runs WHERE status = 'queued' LIMIT 1") is not None

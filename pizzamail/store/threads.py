@@ -1,0 +1,145 @@
+"""Threads and their messages."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import aiosqlite
+
+from pizzamail.store import Store, now
+
+
+@dataclass(frozen=True, kw_only=True)
+class NewMessage:
+    """A message about to be recorded; ``blob`` names its raw bytes in the blob store."""
+
+    message_id: str
+    in_reply_to: str | None
+    refs: list[str]
+    direction: str
+    kind: str
+    sender: str
+    subject: str
+    body: str
+    blob: str
+    size: int
+    folder: str = "INBOX"
+    flags: str = ""
+    run_id: int | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Message:
+    id: int
+    thread_id: int
+    message_id: str
+    in_reply_to: str | None
+    refs: list[str]
+    direction: str
+    kind: str
+    sender: str
+    subject: str
+    body: str
+    blob: str
+    size: int
+    folder: str
+    flags: str
+    run_id: int | None
+    created_at: str
+
+    @classmethod
+    def from_row(cls, row: aiosqlite.Row) -> Message:
+        data = dict(row)
+        data.pop("filed")
+        data["refs"] = data["refs"].split()
+        return cls(**data)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Thread:
+    id: int
+    subject: str
+    agent: str
+    status: str
+    created_at: str
+    updated_at: str
+    messages: int = 0
+    last_error: str | None = None
+
+
+async def create_thread(db: aiosqlite.Connection, *, subject: str, agent: str) -> int:
+    stamp = now()
+    cursor = await db.execute(
+        "INSERT INTO threads(subject, agent, status, created_at, updated_at)"
+        " VALUES (?, ?, 'open', ?, ?)",
+        (subject, agent, stamp, stamp),
+    )
+    assert cursor.lastrowid is not None
+    return cursor.lastrowid
+
+
+async def set_thread_status(db: aiosqlite.Connection, thread_id: int, status: str) -> None:
+    await db.execute(
+        "UPDATE threads SET status = ?, updated_at = ? WHERE id = ?", (status, now(), thread_id)
+    )
+
+
+async def add_message(db: aiosqlite.Connection, thread_id: int, msg: NewMessage) -> int:
+    cursor = await db.execute(
+        "INSERT INTO messages(thread_id, message_id, in_reply_to, refs, direction, kind, sender,"
+        " subject, body, blob, size, run_id, folder, flags, created_at)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (thread_id, msg.message_id, msg.in_reply_to, " ".join(msg.refs), msg.direction,
+         msg.kind, msg.sender, msg.subject, msg.body, msg.blob, msg.size, msg.run_id,
+         msg.folder, msg.flags, now()),
+    )
+    assert cursor.lastrowid is not None
+    return cursor.lastrowid
+
+
+async def thread_for_references(store: Store, message_ids: list[str]) -> int | None:
+    """The thread that holds any of these Message-IDs (the newest reference wins)."""
+    for mid in reversed(message_ids):
+        row = await store.fetchone("SELECT thread_id FROM messages WHERE message_id = ?", (mid,))
+        if row is not None:
+            return int(row["thread_id"])
+    return None
+
+
+async def message_exists(store: Store, message_id: str) -> bool:
+    row = await store.fetchone("SELECT 1 FROM messages WHERE message_id = ?", (message_id,))
+    return row is not None
+
+
+async def thread_messages(store: Store, thread_id: int) -> list[Message]:
+    rows = await store.fetchall(
+        "SELECT * FROM messages WHERE thread_id = ? ORDER BY id", (thread_id,)
+    )
+    return [Message.from_row(r) for r in rows]
+
+
+async def get_message(store: Store, message_row: int) -> Message:
+    row = await store.fetchone("SELECT * FROM messages WHERE id = ?", (message_row,))
+    assert row is not None, f"no message {message_row}"
+    return Message.from_row(row)
+
+
+async def list_threads(store: Store) -> list[Thread]:
+    rows = await store.fetchall(
+        "SELECT t.*, (SELECT count(*) FROM messages m WHERE m.thread_id = t.id) AS messages,"
+        " (SELECT error FROM runs r WHERE r.thread_id = t.id ORDER BY r.id DESC LIMIT 1)"
+        " AS last_error FROM threads t ORDER BY t.updated_at DESC, t.id DESC"
+    )
+    return [Thread(**dict(r)) for r in rows]
+
+
+async def log_event(
+    db: aiosqlite.Connection, kind: str, *, thread_id: int | None = None,
+    run_id: int | None = None, **data: Any,
+) -> None:
+    await db.execute(
+        "INSERT INTO events(at, kind, thread_id, run_id, data) VALUES (?, ?, ?, ?, ?)",
+        (now(), kind, thread_id, run_id, json.dumps(data)),
+    )

@@ -1,0 +1,46 @@
+"""Shared fixtures: a hermetic environment and an open store + mailbox in a temp home."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+
+from pizzamail.home import Home
+from pizzamail.mailbox import Mailbox
+from pizzamail.store import Store
+from pizzamail.store.blobs import BlobStore
+
+
+@pytest.fixture(autouse=True)
+def hermetic(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """No test sees the developer's home, keys or keyring."""
+    for name in ("OPENAI_API_KEY", "PIZZAMAIL_HOME", "ANTHROPIC_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("PYTHON_KEYRING_BACKEND", "keyring.backends.fail.Keyring")
+    monkeypatch.setenv("HOME", str(tmp_path / "userhome"))
+    yield
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Home:
+    h = Home(root=tmp_path / "pizzamail")
+    h.create_dirs()
+    return h
+
+
+@pytest.fixture
+async def store(home: Home) -> AsyncIterator[Store]:
+    async with Store(path=home.database) as s:
+        yield s
+
+
+@pytest.fixture
+def blobs(home: Home) -> BlobStore:
+    return BlobStore(root=home.blobs)
+
+
+@pytest.fixture
+async def mailbox(home: Home, store: Store) -> Mailbox:
+    return await Mailbox(root=home.maildir, store=store).open()

@@ -1,0 +1,86 @@
+"""The Maildir++ mailbox and its index: delivery, flags, expunge, reconciliation, filing."""
+
+from __future__ import annotations
+
+import os
+
+from pizzamail.home import Home
+from pizzamail.mailbox import STANDARD_FOLDERS, Mailbox
+from pizzamail.mailbox.filing import file_pending
+from pizzamail.store.blobs import BlobStore
+from pizzamail.store.threads import NewMessage, add_message, create_thread
+
+MAIL = b"From: a@example.org\nSubject: hi\n\nbody\n"
+
+
+async def test_standard_folders_exist_on_disk(mailbox: Mailbox, home: Home) -> None:
+    names = [f.name for f in await mailbox.folders()]
+    assert names == list(STANDARD_FOLDERS)
+    assert (home.maildir / "new").is_dir()
+    assert (home.maildir / ".Sent" / "maildirfolder").exists()
+    sent = await mailbox.folder("Sent")
+    assert sent is not None and sent.special_use == "\\Sent"
+
+
+async def test_deliver_is_atomic_crlf_and_assigns_increasing_uids(mailbox: Mailbox) -> None:
+    inbox = await mailbox.folder("INBOX")
+    assert inbox is not None
+    uids = [await mailbox.deliver(inbox, MAIL) for _ in range(3)]
+    assert uids == [1, 2, 3]
+    rows = await mailbox.messages(inbox)
+    assert mailbox.read(inbox, rows[0]) == MAIL.replace(b"\n", b"\r\n")
+    assert rows[0].size == len(MAIL.replace(b"\n", b"\r\n"))
+    assert os.listdir(mailbox.path(inbox) / "tmp") == []
+
+
+async def test_flags_rename_file_and_keywords_persist(mailbox: Mailbox) -> None:
+    inbox = await mailbox.folder("INBOX")
+    assert inbox is not None
+    uid = await mailbox.deliver(inbox, MAIL)
+    await mailbox.set_flags(inbox, {uid: {"\\Seen", "\\Flagged", "$Label1"}})
+    [row] = await mailbox.messages(inbox)
+    assert row.flags == {"\\Seen", "\\Flagged", "$Label1"}
+    assert mailbox.file_path(inbox, row).name.endswith(":2,FS")
+    assert mailbox.file_path(inbox, row).parent.name == "cur"
+
+
+async def test_change_event_fires_on_delivery(mailbox: Mailbox) -> None:
+    inbox = await mailbox.folder("INBOX")
+    assert inbox is not None
+    event = mailbox.change_event(inbox)
+    assert not event.is_set()
+    await mailbox.deliver(inbox, MAIL)
+    assert event.is_set()
+
+
+async def test_reconcile_picks_up_external_changes(mailbox: Mailbox) -> None:
+    inbox = await mailbox.folder("INBOX")
+    assert inbox is not None
+    keep = await mailbox.deliver(inbox, MAIL)
+    gone = await mailbox.deliver(inbox, MAIL)
+    rows = {r.uid: r for r in await mailbox.messages(inbox)}
+    mailbox.file_path(inbox, rows[gone]).unlink()
+    src = mailbox.file_path(inbox, rows[keep])
+    os.rename(src, mailbox.path(inbox) / "cur" / (rows[keep].name + ":2,S"))
+    (mailbox.path(inbox) / "new" / "1700000000.external.host").write_bytes(MAIL)
+    assert await mailbox.reconcile(inbox) == (1, 1)
+    after = {r.uid: r for r in await mailbox.messages(inbox)}
+    assert set(after) == {keep, 3}
+    assert after[keep].flags == {"\\Seen"}
+
+
+async def test_filing_is_idempotent(mailbox: Mailbox, blobs: BlobStore) -> None:
+    digest = blobs.put(MAIL)
+    async with mailbox.store.write() as db:
+        thread = await create_thread(db, subject="hi", agent="bot@x")
+        await add_message(db, thread, NewMessage(
+            message_id="m1@x", in_reply_to=None, refs=[], direction="in", kind="task",
+            sender="a@example.org", subject="hi", body="body", blob=digest, size=len(MAIL),
+            flags="\\Seen",
+        ))
+    assert await file_pending(mailbox, blobs) == 1
+    assert await file_pending(mailbox, blobs) == 0
+    inbox = await mailbox.folder("INBOX")
+    assert inbox is not None
+    [row] = await mailbox.messages(inbox)
+    assert row.flags == {"\\Seen"}
