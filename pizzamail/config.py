@@ -21,7 +21,8 @@ MODEL_RE = re.compile(r"^[a-z0-9_-]+:\S+$")
 
 
 def _port(value: int) -> str | None:
-    return None if 1 <= value <= 65535 else "an integer port from 1 to 65535"
+    # 0 asks the OS for a free port (used by tests); `serve` prints the port it got
+    return None if 0 <= value <= 65535 else "an integer port from 0 to 65535"
 
 
 def _positive(value: int | float) -> str | None:
@@ -133,12 +134,18 @@ def _section(cls: type[S], data: object, prefix: str) -> S:
     return cls(**values)
 
 
+_TYPES: dict[str, tuple[type, str]] = {
+    "int": (int, "a whole number"), "str": (str, "a quoted string"),
+    "float": (float, "a number"), "bool": (bool, "true or false"),
+}
+
+
 def _check(f: Any, value: object, key: str) -> object:
-    expected = {"int": int, "str": str, "float": float, "bool": bool}[f.type]
+    expected, described = _TYPES[f.type]
     if expected is float and isinstance(value, int) and not isinstance(value, bool):
         value = float(value)
     if not isinstance(value, expected) or (expected is int and isinstance(value, bool)):
-        raise ConfigError(key, value, f"a {f.type}")
+        raise ConfigError(key, value, described)
     check = f.metadata.get("check")
     problem = check(value) if check else None
     if problem:

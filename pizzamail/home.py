@@ -50,6 +50,11 @@ class Home:
         """The 0600 fallback used only when the machine has no usable OS keyring."""
         return self.root / "secrets.json"
 
+    @property
+    def state_file(self) -> Path:
+        """Written by a running ``serve`` (pid and ports), removed when it stops."""
+        return self.root / "serve.json"
+
     def exists(self) -> bool:
         return self.config.is_file()
 

@@ -108,9 +108,10 @@ async def thread_for_references(store: Store, message_ids: list[str]) -> int | N
     return None
 
 
-async def message_exists(store: Store, message_id: str) -> bool:
-    row = await store.fetchone("SELECT 1 FROM messages WHERE message_id = ?", (message_id,))
-    return row is not None
+async def message_exists(db: aiosqlite.Connection, message_id: str) -> bool:
+    """Checked inside the writing transaction, so two retries cannot both insert."""
+    async with db.execute("SELECT 1 FROM messages WHERE message_id = ?", (message_id,)) as cursor:
+        return await cursor.fetchone() is not None
 
 
 async def thread_messages(store: Store, thread_id: int) -> list[Message]:

@@ -1,0 +1,120 @@
+"""``doctor``: check the installation and say what to fix."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import click
+
+from pizzamail.cli.app import App
+from pizzamail.errors import PizzamailError
+from pizzamail.mailbox import STANDARD_FOLDERS, maildir
+
+
+@dataclass(frozen=True)
+class Check:
+    status: str  # ok | warn | fail
+    name: str
+    detail: str
+
+
+def _home(app: App) -> Check:
+    root = app.home.root
+    if not app.home.exists():
+        return Check("fail", "home", f"{root} is not set up; run `pizzamail init`")
+    mode = root.stat().st_mode & 0o777
+    if mode & 0o077:
+        return Check("warn", "home", f"{root} is readable by others (mode {mode:o}); chmod 700 it")
+    return Check("ok", "home", str(root))
+
+
+def _config(app: App) -> Check:
+    app.config  # noqa: B018 - loading is the check
+    return Check("ok", "config", str(app.home.config))
+
+
+def _keyring(app: App) -> Check:
+    status = "ok" if app.secrets.use_keyring else "warn"
+    return Check(status, "secrets", f"kept in {app.secrets.location}")
+
+
+def _password(app: App) -> Check:
+    app.secrets.account_password()
+    return Check("ok", "account", f"user {app.config.account.user}, password stored")
+
+
+def _model(app: App) -> Check:
+    name, _, model = app.config.agent.model.partition(":")
+    settings = app.config.provider(name)
+    if settings is None:
+        return Check("fail", "model", f"no [providers.{name}] section for agent.model")
+    app.secrets.lookup(settings.key or name, env=settings.key_env or None)
+    return Check("ok", "model", f"{model} via {settings.base_url}")
+
+
+def _maildir(app: App) -> Check:
+    missing = [f for f in STANDARD_FOLDERS if not (maildir.folder_path(app.home.maildir, f) / "cur").is_dir()]
+    if missing:
+        return Check("warn", "maildir", "missing " + ", ".join(missing) + "; `pizzamail serve` creates them")
+    return Check("ok", "maildir", str(app.home.maildir))
+
+
+def _server(app: App) -> Check:
+    try:
+        state = json.loads(app.home.state_file.read_text())
+    except FileNotFoundError:
+        return Check("warn", "server", "not running; start it with `pizzamail serve`")
+    if not _alive(int(state["pid"])):
+        return Check("warn", "server", "not running (stale serve.json); start it with `pizzamail serve`")
+    for key in ("smtp_port", "imap_port"):
+        with socket.socket() as s:
+            s.settimeout(2)
+            if s.connect_ex((state["host"], int(state[key]))) != 0:
+                return Check("fail", "server", f"pid {state['pid']} runs but {key} does not answer")
+    return Check("ok", "server", f"pid {state['pid']}, SMTP {state['smtp_port']}, IMAP {state['imap_port']}")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+CHECKS: list[Callable[[App], Check]] = [_home, _config, _keyring, _password, _model, _maildir, _server]
+_SEVERITY = {"model": "warn"}  # a missing model key still lets the server run
+
+
+def run_checks(app: App) -> list[Check]:
+    results = []
+    for check in CHECKS:
+        name = check.__name__.strip("_")
+        try:
+            results.append(check(app))
+        except PizzamailError as exc:
+            detail = exc.cli_message().removeprefix("error: ")
+            results.append(Check(_SEVERITY.get(name, "fail"), name, detail))
+    return results
+
+
+@click.command()
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@click.pass_obj
+def doctor(app: App, as_json: bool) -> None:
+    """Check the home folder, config, secrets, model key and running server."""
+    results = run_checks(app)
+    if as_json:
+        click.echo(json.dumps([c.__dict__ for c in results], indent=2))
+    else:
+        colours = {"ok": "green", "warn": "yellow", "fail": "red"}
+        for c in results:
+            click.echo(click.style(f"{c.status:<5}", fg=colours[c.status]) + f"{c.name:<9} {c.detail}")
+    if any(c.status == "fail" for c in results):
+        raise SystemExit(1)

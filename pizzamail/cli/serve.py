@@ -1,0 +1,88 @@
+"""``init`` and ``serve``."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+from typing import TYPE_CHECKING
+
+import click
+
+from pizzamail.cli.app import App
+from pizzamail.logs import setup_logging
+
+if TYPE_CHECKING:  # the service pulls in every server; other commands start faster without it
+    from pizzamail.service import Listening, Service
+
+
+@click.command()
+@click.pass_obj
+def init(app: App) -> None:
+    """Create the home folder, config.toml and the mail password."""
+    made = app.initialise()
+    for item in made:
+        click.echo(f"created {item}")
+    if not made:
+        click.echo(f"already set up in {app.home.root}")
+    _warn_no_keyring(app)
+    click.echo(account_settings(app))
+
+
+@click.command()
+@click.option("--demo-data", is_flag=True, help="Fill INBOX with sample mail to look around.")
+@click.option("-v", "--verbose", is_flag=True, help="Log debug detail to the terminal too.")
+@click.pass_obj
+def serve(app: App, demo_data: bool, verbose: bool) -> None:
+    """Run the SMTP and IMAP servers and the agent runner until Ctrl-C."""
+    for item in app.initialise():
+        click.echo(f"created {item}")
+    from pizzamail.service import Service
+
+    setup_logging(app.home.logs, verbose=verbose)
+    _warn_no_keyring(app)
+    service = Service(home=app.home, config=app.config, secrets=app.secrets, demo_data=demo_data)
+    asyncio.run(_serve(app, service))
+
+
+async def _serve(app: App, service: Service) -> None:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+
+    def ready(listening: Listening) -> None:
+        click.echo(account_settings(app, listening))
+        click.echo("pizzamail is ready. Stop it with Ctrl-C.", nl=True)
+
+    await service.run(stop, ready)
+    click.echo("pizzamail stopped.")
+
+
+def account_settings(app: App, listening: Listening | None = None) -> str:
+    server = app.config.server
+    host = listening.host if listening else server.host
+    imap = listening.imap if listening else server.imap_port
+    smtp = listening.smtp if listening else server.smtp_port
+    return "\n".join([
+        "",
+        "Mail account settings (add them in Thunderbird, Apple Mail, mutt …):",
+        f"  IMAP server  {host} port {imap}, no encryption (loopback only), normal password",
+        f"  SMTP server  {host} port {smtp}, no encryption (loopback only), normal password",
+        f"  user name    {app.config.account.user}",
+        "  password     run `pizzamail account password`"
+        f" (kept in {app.secrets.location})",
+        f"  your address {app.config.account.address}",
+        f"  write to     {app.config.agent.address}",
+        f"  home         {app.home.root}",
+        "",
+    ])
+
+
+def _warn_no_keyring(app: App) -> None:
+    if not app.secrets.use_keyring:
+        click.secho(
+            "WARNING: no OS keyring on this machine. Secrets are kept in "
+            f"{app.home.secrets_file} (mode 0600, readable only by you). Install and unlock a "
+            "keyring (GNOME Keyring, KWallet, macOS Keychain) to protect them better.",
+            fg="yellow", err=True,
+        )

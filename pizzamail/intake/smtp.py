@@ -1,0 +1,142 @@
+"""SMTP intake: an aiosmtpd handler that authenticates, validates, stores and answers.
+
+Thin by design: it never runs the agent. ``250`` is sent only after the task is committed;
+afterwards ``on_stored`` tells the rest of the service (filing, runner) that work arrived.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from aiosmtpd.smtp import SMTP, AuthResult, Envelope, LoginPassword, Session
+
+from pizzamail.auth import Accounts
+from pizzamail.errors import PizzamailError, SmtpRefusal
+from pizzamail.intake.parse import parse_mail
+from pizzamail.intake.tasks import Stored, store_task
+from pizzamail.store import Store
+from pizzamail.store.blobs import BlobStore
+
+log = logging.getLogger("pizzamail.intake")
+
+
+class _NoiseFilter(logging.Filter):
+    """aiosmtpd 1.4 logs two warnings on every connection that say nothing to our users: AUTH
+    without TLS (we allow it only on loopback, checked at start-up) and its own use of the
+    deprecated ``Session.login_data``."""
+
+    NOISE = ("auth_require_tls == False", "Session.login_data is deprecated")
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        return not any(noise in message for noise in self.NOISE)
+
+
+logging.getLogger("mail.log").addFilter(_NoiseFilter())
+
+
+@dataclass(kw_only=True)
+class IntakeHandler:
+    store: Store
+    blobs: BlobStore
+    accounts: Accounts
+    #: addresses that reach the agent (``bot@…``); plus-addresses of them are accepted too
+    agents: frozenset[str]
+    domain: str
+    on_stored: Callable[[Stored], None] = lambda stored: None
+
+    async def handle_MAIL(
+        self, server: SMTP, session: Session, envelope: Envelope, address: str,
+        mail_options: list[str],
+    ) -> str:
+        if not self.accounts.may_send_as(address):
+            return SmtpRefusal(
+                550, "5.7.1", f"<{address}> may not send tasks here; send from your own address"
+            ).smtp_reply()
+        envelope.mail_from = address
+        envelope.mail_options.extend(mail_options)
+        return "250 2.1.0 OK"
+
+    async def handle_RCPT(
+        self, server: SMTP, session: Session, envelope: Envelope, address: str,
+        rcpt_options: list[str],
+    ) -> str:
+        if not self.is_agent(address):
+            agents = ", ".join(sorted(self.agents))
+            return SmtpRefusal(
+                550, "5.1.1", f"<{address}> is not an agent here; write to {agents}"
+            ).smtp_reply()
+        envelope.rcpt_tos.append(address)
+        return "250 2.1.5 OK"
+
+    async def handle_DATA(self, server: SMTP, session: Session, envelope: Envelope) -> str:
+        raw = envelope.original_content or b""
+        try:
+            stored = await self._accept(raw, envelope)
+        except PizzamailError as exc:
+            return exc.smtp_reply()
+        if stored.duplicate:
+            return "250 2.0.0 already received; not stored twice"
+        self.on_stored(stored)
+        log.info("task stored: thread %s run %s (%d bytes)", stored.thread_id, stored.run_id, len(raw))
+        return f"250 2.0.0 stored as thread {stored.thread_id}"
+
+    async def _accept(self, raw: bytes, envelope: Envelope) -> Stored:
+        parsed = parse_mail(raw)
+        if parsed.sender is not None and not self.accounts.may_send_as(parsed.sender):
+            raise SmtpRefusal(550, "5.7.1", f"From: <{parsed.sender}> is not your address")
+        if parsed.is_empty:
+            raise SmtpRefusal(554, "5.6.0", "empty mail: write the task in the subject or body")
+        agent = self._agent_for(envelope.rcpt_tos)
+        return await store_task(
+            self.store, self.blobs, raw, parsed, agent=agent, domain=self.domain
+        )
+
+    def is_agent(self, address: str) -> bool:
+        return _base_address(address) in self.agents
+
+    def _agent_for(self, recipients: list[str]) -> str:
+        return _base_address(recipients[0]) if recipients else min(self.agents)
+
+
+def _base_address(address: str) -> str:
+    """``bot+token@x`` -> ``bot@x``, lower case."""
+    local, _, domain = address.lower().partition("@")
+    return f"{local.split('+', 1)[0]}@{domain}"
+
+
+def authenticator(accounts: Accounts) -> Callable[..., AuthResult]:
+    def check(
+        server: SMTP, session: Session, envelope: Envelope, mechanism: str, auth_data: Any
+    ) -> AuthResult:
+        ok = isinstance(auth_data, LoginPassword) and accounts.check(
+            auth_data.login, auth_data.password
+        )
+        if not ok:
+            log.warning("SMTP login failed from %s", session.peer)
+        return AuthResult(success=ok, handled=False)  # False: aiosmtpd sends the 535 itself
+
+    return check
+
+
+async def start_smtp_server(
+    *, host: str, port: int, handler: IntakeHandler, max_size: int
+) -> asyncio.Server:
+    """Serve SMTP submission inside the running loop (no thread)."""
+
+    def factory() -> SMTP:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the per-connection "AUTH without TLS" warning
+            return SMTP(
+                handler, hostname=handler.domain, ident="pizzamail", data_size_limit=max_size,
+                auth_required=True, auth_require_tls=False,
+                authenticator=authenticator(handler.accounts), enable_SMTPUTF8=True,
+            )
+
+    loop = asyncio.get_running_loop()
+    return await loop.create_server(factory, host=host, port=port)

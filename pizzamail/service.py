@@ -1,0 +1,158 @@
+"""The running service: every long-lived part in one lifecycle.
+
+Parts start in order inside an ``AsyncExitStack`` (store, mailbox, runner, SMTP, IMAP) and stop in
+reverse when the stack is left, so a signal or an error leaves nothing running and no file half
+written.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import json
+import logging
+import os
+from collections.abc import Callable, Coroutine
+from contextlib import AsyncExitStack
+from dataclasses import dataclass, field
+
+from pizzamail.auth import Accounts
+from pizzamail.config import Config
+from pizzamail.errors import ConfigError
+from pizzamail.home import Home, write_private
+from pizzamail.imap import start_imap_server
+from pizzamail.intake.smtp import IntakeHandler, start_smtp_server
+from pizzamail.intake.tasks import Stored
+from pizzamail.mailbox import Mailbox
+from pizzamail.mailbox.demo import seed_demo_data
+from pizzamail.mailbox.filing import file_pending
+from pizzamail.runner import Runner
+from pizzamail.secrets import SecretStore
+from pizzamail.store import Store
+from pizzamail.store.blobs import BlobStore
+
+log = logging.getLogger("pizzamail.service")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Listening:
+    """Where the servers actually listen (a configured port 0 becomes a real one)."""
+
+    host: str
+    smtp: int
+    imap: int
+
+
+def check_bind(config: Config) -> None:
+    """Only loopback is allowed for now: plain-text AUTH must never cross a network."""
+    if not ipaddress.ip_address(config.server.host).is_loopback:
+        raise ConfigError(
+            "server.host", config.server.host, "a loopback address such as 127.0.0.1",
+            hint="TLS is required to listen on other addresses and is not available yet",
+        )
+
+
+@dataclass(kw_only=True)
+class Filer:
+    """Files committed messages into the Maildir, one pass at a time."""
+
+    mailbox: Mailbox
+    blobs: BlobStore
+    _lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+    async def run(self) -> int:
+        async with self._lock:
+            return await file_pending(self.mailbox, self.blobs)
+
+
+@dataclass(kw_only=True)
+class Service:
+    home: Home
+    config: Config
+    secrets: SecretStore
+    demo_data: bool = False
+    _tasks: set[asyncio.Task[object]] = field(default_factory=set)
+
+    async def run(self, stop: asyncio.Event, ready: Callable[[Listening], None]) -> None:
+        check_bind(self.config)
+        async with AsyncExitStack() as stack:
+            listening = await self._start(stack)
+            self._write_state(listening)
+            stack.callback(self.home.state_file.unlink, missing_ok=True)
+            ready(listening)
+            await stop.wait()
+            log.info("stopping")
+
+    async def _start(self, stack: AsyncExitStack) -> Listening:
+        store = await stack.enter_async_context(Store(path=self.home.database))
+        blobs = BlobStore(root=self.home.blobs)
+        mailbox = await Mailbox(root=self.home.maildir, store=store).open()
+        filer = Filer(mailbox=mailbox, blobs=blobs)
+        filed = await filer.run()
+        if filed:
+            log.info("filed %d message(s) left unfiled by the last run", filed)
+        if self.demo_data:
+            log.info("demo data: %d sample message(s) added", await seed_demo_data(mailbox))
+        runner = Runner(
+            store=store, mailbox=mailbox, blobs=blobs, config=self.config, secrets=self.secrets
+        )
+        await runner.start()
+        stack.push_async_callback(runner.stop)
+        stack.push_async_callback(self._drain)
+        smtp_port = await self._start_smtp(stack, store, blobs, filer, runner)
+        imap = await start_imap_server(
+            host=self.config.server.host, port=self.config.server.imap_port, mailbox=mailbox,
+            accounts=self.accounts(),
+        )
+        stack.push_async_callback(imap.close)
+        return Listening(host=self.config.server.host, smtp=smtp_port, imap=imap.port)
+
+    async def _start_smtp(
+        self, stack: AsyncExitStack, store: Store, blobs: BlobStore, filer: Filer, runner: Runner
+    ) -> int:
+        def stored(_: Stored) -> None:
+            runner.wake()
+            self._spawn(filer.run())
+
+        handler = IntakeHandler(
+            store=store, blobs=blobs, accounts=self.accounts(),
+            agents=frozenset({self.config.agent.address.lower()}), domain=self.config.domain,
+            on_stored=stored,
+        )
+        server = await start_smtp_server(
+            host=self.config.server.host, port=self.config.server.smtp_port, handler=handler,
+            max_size=self.config.server.max_message_size,
+        )
+        stack.push_async_callback(_close_server, server)
+        return int(server.sockets[0].getsockname()[1])
+
+    def accounts(self) -> Accounts:
+        return Accounts(
+            user=self.config.account.user, password=self.secrets.account_password(),
+            addresses=frozenset({self.config.account.address.lower()}),
+        )
+
+    def _spawn(self, work: Coroutine[object, object, object]) -> None:
+        task = asyncio.ensure_future(work)
+        self._tasks.add(task)
+        task.add_done_callback(self._done)
+
+    def _done(self, task: asyncio.Task[object]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            # Filing is retried at the next delivery and at start-up; nothing is lost.
+            log.error("background work failed", exc_info=task.exception())
+
+    async def _drain(self) -> None:
+        if self._tasks:
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    def _write_state(self, listening: Listening) -> None:
+        state = {"pid": os.getpid(), "host": listening.host, "smtp_port": listening.smtp,
+                 "imap_port": listening.imap}
+        write_private(self.home.state_file, json.dumps(state).encode())
+
+
+async def _close_server(server: asyncio.Server) -> None:
+    server.close()
+    await server.wait_closed()

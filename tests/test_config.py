@@ -1,0 +1,66 @@
+"""Config: defaults, validation messages that name key, value and what is allowed."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from pizzamail.config import Config, default_config_text, load_config, parse_config
+from pizzamail.errors import ConfigError
+
+
+def test_missing_file_means_documented_defaults(tmp_path: Path) -> None:
+    config = load_config(tmp_path / "nope.toml")
+    assert config == Config()
+    assert (config.server.host, config.server.smtp_port, config.server.imap_port,
+            config.server.http_port) == ("127.0.0.1", 1587, 1143, 8025)
+    assert (config.account.user, config.account.address) == ("me", "me@pizzamail.localhost")
+    assert config.agent.address == "bot@pizzamail.localhost"
+    assert config.domain == "pizzamail.localhost"
+
+
+def test_default_text_round_trips_to_defaults() -> None:
+    text = default_config_text()
+    assert "# SMTP submission port" in text
+    config = parse_config(tomllib.loads(text))
+    assert config.server == Config().server
+    assert config.providers["openai"].base_url == "https://api.openai.com/v1"
+    assert config.providers["openai"].key_env == "OPENAI_API_KEY"
+
+
+@pytest.mark.parametrize(
+    ("data", "key", "allowed"),
+    [
+        ({"server": {"smtp_port": 70000}}, "server.smtp_port", "port from 0 to 65535"),
+        ({"server": {"smtp_port": "1587"}}, "server.smtp_port", "a whole number"),
+        ({"server": {"host": "localhost"}}, "server.host", "IP address"),
+        ({"server": {"smpt_port": 1}}, "server.smpt_port", "one of host, smtp_port"),
+        ({"account": {"address": "not-an-address"}}, "account.address", "an email address"),
+        ({"agent": {"model": "gpt-4"}}, "agent.model", "provider:model"),
+        ({"agent": {"max_steps": 0}}, "agent.max_steps", "greater than 0"),
+        ({"providers": {"x": {"kind": "soap"}}}, "providers.x.kind", "openai"),
+        ({"colour": {}}, "colour", "sections server"),
+        ({"agent": {"address": "me@pizzamail.localhost"}}, "agent.address", "other than yours"),
+    ],
+)
+def test_bad_values_name_key_value_and_allowed(data: dict[str, object], key: str, allowed: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_config(data)
+    assert info.value.key == key
+    assert allowed in info.value.message
+    assert "config.toml" in info.value.cli_message()
+
+
+def test_unreadable_toml_is_a_config_error(tmp_path: Path) -> None:
+    path = tmp_path / "config.toml"
+    path.write_text("[server\nhost=")
+    with pytest.raises(ConfigError, match="valid TOML"):
+        load_config(path)
+
+
+def test_openai_provider_works_without_a_section() -> None:
+    settings = Config().provider("openai")
+    assert settings is not None and settings.key_env == "OPENAI_API_KEY"
+    assert Config().provider("other") is None

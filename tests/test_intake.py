@@ -1,0 +1,186 @@
+"""SMTP intake over loopback with smtplib: what is accepted, what is refused, what is stored."""
+
+from __future__ import annotations
+
+import asyncio
+import email.policy
+import smtplib
+from collections.abc import AsyncIterator
+from email.message import EmailMessage
+
+import pytest
+
+from pizzamail.auth import Accounts
+from pizzamail.intake.parse import parse_mail
+from pizzamail.intake.smtp import IntakeHandler, start_smtp_server
+from pizzamail.intake.tasks import Stored
+from pizzamail.store import Store
+from pizzamail.store.blobs import BlobStore
+
+OWNER = "me@pizzamail.localhost"
+BOT = "bot@pizzamail.localhost"
+ACCOUNTS = Accounts(user="me", password="secret-pw", addresses=frozenset({OWNER}))
+
+
+@pytest.fixture
+async def smtp_port(store: Store, blobs: BlobStore) -> AsyncIterator[int]:
+    handler = IntakeHandler(
+        store=store, blobs=blobs, accounts=ACCOUNTS, agents=frozenset({BOT}),
+        domain="pizzamail.localhost",
+    )
+    server = await start_smtp_server(host="127.0.0.1", port=0, handler=handler, max_size=10_000)
+    yield int(server.sockets[0].getsockname()[1])
+    server.close()
+    await server.wait_closed()
+
+
+def mail(subject: str = "Summarise the report", body: str = "Please summarise it.", **headers: str) -> bytes:
+    msg = EmailMessage()
+    msg["From"] = headers.pop("From", OWNER)
+    msg["To"] = BOT
+    msg["Subject"] = subject
+    for name, value in headers.items():
+        msg[name.replace("_", "-")] = value
+    msg.set_content(body)
+    return msg.as_bytes(policy=email.policy.SMTP)
+
+
+def send(port: int, data: bytes, *, login: tuple[str, str] | None = ("me", "secret-pw"),
+         sender: str = OWNER, rcpt: str = BOT) -> dict[str, tuple[int, bytes]]:
+    with smtplib.SMTP("127.0.0.1", port, timeout=10) as client:
+        if login:
+            client.login(*login)
+        return client.sendmail(sender, [rcpt], data)
+
+
+async def count(store: Store, table: str) -> int:
+    row = await store.fetchone(f"SELECT count(*) AS n FROM {table}")
+    assert row is not None
+    return int(row["n"])
+
+
+async def test_owner_mail_is_stored_with_a_queued_run(smtp_port: int, store: Store, blobs: BlobStore) -> None:
+    data = mail(Message_ID="<task-1@client>")
+    assert await asyncio.to_thread(send, smtp_port, data) == {}
+    [msg] = await store.fetchall("SELECT * FROM messages")
+    assert msg["message_id"] == "task-1@client"
+    assert msg["body"] == "Please summarise it."
+    assert blobs.get(msg["blob"]) == data
+    [run] = await store.fetchall("SELECT * FROM runs")
+    assert run["status"] == "queued" and run["thread_id"] == msg["thread_id"]
+
+
+async def test_follow_up_continues_the_thread(smtp_port: int, store: Store) -> None:
+    await asyncio.to_thread(send, smtp_port, mail(Message_ID="<a@client>"))
+    follow = mail("Re: Summarise the report", "And the appendix?", Message_ID="<b@client>",
+                  In_Reply_To="<a@client>", References="<a@client>")
+    await asyncio.to_thread(send, smtp_port, follow)
+    rows = await store.fetchall("SELECT thread_id FROM messages ORDER BY id")
+    assert [r["thread_id"] for r in rows] == [1, 1]
+    assert await count(store, "threads") == 1
+    assert await count(store, "runs") == 2
+
+
+async def test_a_retried_message_is_not_stored_twice(smtp_port: int, store: Store) -> None:
+    data = mail(Message_ID="<same@client>")
+    await asyncio.to_thread(send, smtp_port, data)
+    await asyncio.to_thread(send, smtp_port, data)
+    assert await count(store, "messages") == 1
+
+
+async def test_malformed_mime_is_still_stored(smtp_port: int, store: Store) -> None:
+    data = (b"From: me@pizzamail.localhost\r\nTo: bot@pizzamail.localhost\r\nSubject: \xff\xfe odd\r\n"
+            b"Content-Type: multipart/mixed; boundary=\"never-closed\"\r\n\r\n--never-closed\r\n"
+            b"Content-Type: text/plain; charset=no-such-charset\r\n\r\ncheck this\r\n")
+    await asyncio.to_thread(send, smtp_port, data)
+    [msg] = await store.fetchall("SELECT body FROM messages")
+    assert "check this" in msg["body"]
+
+
+def refused(port: int, data: bytes, **kwargs: object) -> tuple[int, str]:
+    try:
+        send(port, data, **kwargs)  # type: ignore[arg-type]
+    except smtplib.SMTPRecipientsRefused as exc:
+        code, text = next(iter(exc.recipients.values()))
+        return code, text.decode()
+    except (smtplib.SMTPSenderRefused, smtplib.SMTPDataError, smtplib.SMTPAuthenticationError) as exc:
+        return exc.smtp_code, exc.smtp_error.decode()
+    raise AssertionError("the server accepted the mail")
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "code", "text"),
+    [
+        ({"login": None}, 530, "Authentication required"),
+        ({"login": ("me", "wrong")}, 535, "Authentication credentials invalid"),
+        ({"login": ("someone", "secret-pw")}, 535, "Authentication credentials invalid"),
+        ({"sender": "mallory@example.org"}, 550, "may not send tasks"),
+        ({"rcpt": "nobody@pizzamail.localhost"}, 550, "write to bot@pizzamail.localhost"),
+    ],
+)
+async def test_refusals_store_nothing(
+    smtp_port: int, store: Store, kwargs: dict[str, object], code: int, text: str
+) -> None:
+    got = await asyncio.to_thread(refused, smtp_port, mail(), **kwargs)
+    assert got[0] == code and text in got[1]
+    assert await count(store, "messages") == 0
+
+
+async def test_oversized_mail_is_refused_with_552(smtp_port: int, store: Store) -> None:
+    code, _ = await asyncio.to_thread(refused, smtp_port, mail(body="x" * 20_000))
+    assert code == 552
+    assert await count(store, "messages") == 0
+
+
+async def test_forged_from_header_is_refused(smtp_port: int, store: Store) -> None:
+    code, text = await asyncio.to_thread(refused, smtp_port, mail(From="boss@example.org"))
+    assert (code, "is not your address" in text) == (550, True)
+    assert await count(store, "messages") == 0
+
+
+async def test_empty_mail_is_refused_with_a_reason(smtp_port: int, store: Store) -> None:
+    code, text = await asyncio.to_thread(refused, smtp_port, mail(subject="", body=""))
+    assert code == 554 and "empty mail" in text
+    assert await count(store, "messages") == 0
+
+
+async def test_plus_address_reaches_the_agent(smtp_port: int, store: Store) -> None:
+    await asyncio.to_thread(send, smtp_port, mail(), rcpt="bot+abc123@pizzamail.localhost")
+    [thread] = await store.fetchall("SELECT agent FROM threads")
+    assert thread["agent"] == BOT
+
+
+async def test_on_stored_is_called_after_commit(store: Store, blobs: BlobStore) -> None:
+    seen: list[tuple[Stored, int]] = []
+    committed = asyncio.Event()
+
+    def on_stored(stored: Stored) -> None:
+        seen.append((stored, 0))
+        committed.set()
+
+    handler = IntakeHandler(store=store, blobs=blobs, accounts=ACCOUNTS, agents=frozenset({BOT}),
+                            domain="pizzamail.localhost", on_stored=on_stored)
+    server = await start_smtp_server(host="127.0.0.1", port=0, handler=handler, max_size=10_000)
+    try:
+        await asyncio.to_thread(send, int(server.sockets[0].getsockname()[1]), mail())
+        await asyncio.wait_for(committed.wait(), 5)
+    finally:
+        server.close()
+        await server.wait_closed()
+    [(stored, _)] = seen
+    assert stored.run_id is not None
+    assert await store.fetchone("SELECT 1 FROM runs WHERE id = ?", (stored.run_id,)) is not None
+
+
+def test_parse_reads_threading_headers_and_encoded_subject() -> None:
+    parsed = parse_mail(
+        b"From: Me <ME@pizzamail.localhost>\r\nSubject: =?utf-8?q?h=C3=A9llo?=\r\n"
+        b"Message-ID: <a@b>\r\nReferences: <x@y> <z@w>\r\nIn-Reply-To: <z@w>\r\n\r\nhi\r\n"
+    )
+    assert (parsed.subject, parsed.sender, parsed.message_id) == ("héllo", "me@pizzamail.localhost", "a@b")
+    assert parsed.thread_refs() == ["x@y", "z@w"]
+
+
+def test_parse_html_only_mail_gives_text() -> None:
+    parsed = parse_mail(b"Content-Type: text/html\r\n\r\n<p>Hi <b>you</b></p>\r\n")
+    assert parsed.body == "Hi you"
