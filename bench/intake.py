@@ -1,0 +1,108 @@
+"""Durable SMTP intake throughput against a bare aiosmtpd server, measured in the same run.
+
+Both servers run in their own process with the same AUTH settings; 4 client threads each send
+messages over one authenticated connection. The baseline handler answers 250 without doing
+anything; pizzamail's handler parses, fsyncs the blob and commits thread, message and run before
+it answers. Prints messages per second for both and their ratio.
+
+    python bench/intake.py [--messages 200]
+"""
+
+from __future__ import annotations
+
+import argparse
+import email.policy
+import asyncio
+import multiprocessing as mp
+import smtplib
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from email.message import EmailMessage
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from aiosmtpd.smtp import SMTP, Envelope, Session  # noqa: E402
+
+from pizzamail.auth import Accounts  # noqa: E402
+from pizzamail.intake.smtp import IntakeHandler, authenticator, start_smtp_server  # noqa: E402
+from pizzamail.store import Store  # noqa: E402
+from pizzamail.store.blobs import BlobStore  # noqa: E402
+
+OWNER, BOT, CLIENTS = "me@pizzamail.localhost", "bot@pizzamail.localhost", 4
+ACCOUNTS = Accounts(user="me", password="pw", addresses=frozenset({OWNER}))
+
+
+class NoOp:
+    async def handle_DATA(self, server: SMTP, session: Session, envelope: Envelope) -> str:
+        return "250 OK"
+
+
+async def _serve(kind: str, port_out: mp.Queue[int], home: str) -> None:
+    if kind == "pizzamail":
+        store = await Store(path=Path(home) / "state.db").open()
+        handler = IntakeHandler(store=store, blobs=BlobStore(root=Path(home) / "blobs"),
+                                accounts=ACCOUNTS, agents=frozenset({BOT}), domain="pizzamail.localhost")
+        server = await start_smtp_server(host="127.0.0.1", port=0, handler=handler, max_size=10_000_000)
+    else:
+        server = await asyncio.get_running_loop().create_server(
+            lambda: SMTP(NoOp(), auth_required=True, auth_require_tls=False,
+                         authenticator=authenticator(ACCOUNTS)),
+            host="127.0.0.1", port=0)
+    port_out.put(server.sockets[0].getsockname()[1])
+    await asyncio.Event().wait()
+
+
+def server_process(kind: str, port_out: mp.Queue[int], home: str) -> None:
+    import warnings
+    warnings.simplefilter("ignore")
+    asyncio.run(_serve(kind, port_out, home))
+
+
+def message(i: int) -> bytes:
+    msg = EmailMessage()
+    msg["From"], msg["To"], msg["Subject"] = OWNER, BOT, f"Task {i}"
+    msg["Message-ID"] = f"<bench-{i}-{time.time_ns()}@client>"
+    msg.set_content("Please summarise the attached quarterly numbers.\n" * 20)
+    return msg.as_bytes(policy=email.policy.SMTP)
+
+
+def client(port: int, count: int) -> None:
+    with smtplib.SMTP("127.0.0.1", port, timeout=60) as smtp:
+        smtp.login("me", "pw")
+        for i in range(count):
+            smtp.sendmail(OWNER, [BOT], message(i))
+
+
+def measure(kind: str, messages: int) -> float:
+    with tempfile.TemporaryDirectory() as home:
+        (Path(home) / "blobs").mkdir()
+        ports: mp.Queue[int] = mp.Queue()
+        proc = mp.Process(target=server_process, args=(kind, ports, home), daemon=True)
+        proc.start()
+        port = ports.get(timeout=30)
+        per_client = messages // CLIENTS
+        start = time.perf_counter()
+        with ThreadPoolExecutor(CLIENTS) as pool:
+            list(pool.map(lambda _: client(port, per_client), range(CLIENTS)))
+        elapsed = time.perf_counter() - start
+        proc.terminate()
+        proc.join()
+    return per_client * CLIENTS / elapsed
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--messages", type=int, default=400)
+    args = parser.parse_args()
+    baseline = measure("baseline", args.messages)
+    ours = measure("pizzamail", args.messages)
+    print(f"bare aiosmtpd (no-op handler): {baseline:8.1f} msg/s")
+    print(f"pizzamail durable intake:      {ours:8.1f} msg/s")
+    print(f"ratio pizzamail / baseline:    {ours / baseline:8.2f}")
+
+
+if __name__ == "__main__":
+    main()
