@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -103,6 +104,30 @@ class Mailbox:
         folder = await self.folder(name)
         assert folder is not None
         return folder
+
+    async def delete_folder(self, folder: Folder) -> None:
+        """Remove a folder, its messages and its files (sub-folders are left alone)."""
+        async with self.store.write() as db:
+            await db.execute("DELETE FROM folders WHERE id = ?", (folder.id,))
+        shutil.rmtree(self.path(folder), ignore_errors=True)
+        self._changed(folder.id)
+
+    async def rename_folder(self, folder: Folder, new_name: str) -> None:
+        """Rename a folder and the folders below it (``a`` -> ``b`` also moves ``a/x`` to ``b/x``)."""
+        moves = [(f, new_name + f.name[len(folder.name):]) for f in await self.folders()
+                 if f.id == folder.id or f.name.startswith(folder.name + "/")]
+        async with self.store.write() as db:
+            for f, name in moves:
+                await db.execute("UPDATE folders SET name = ? WHERE id = ?", (name, f.id))
+        for f, name in moves:
+            os.rename(self.path(f), self.path(name))
+            self._changed(f.id)
+
+    async def set_subscribed(self, folder: Folder, subscribed: bool) -> None:
+        async with self.store.write() as db:
+            await db.execute(
+                "UPDATE folders SET subscribed = ? WHERE id = ?", (int(subscribed), folder.id)
+            )
 
     # -- change notification -----------------------------------------------------------------
 

@@ -96,6 +96,14 @@ MIGRATIONS: list[tuple[str, str]] = [
         CREATE UNIQUE INDEX mail_name ON mail(folder_id, name);
         """,
     ),
+    (
+        # IMAP sessions catch up with "rows changed since modseq N": keep that proportional to
+        # the changes, not to the folder.
+        "002_mail_modseq_index",
+        """
+        CREATE INDEX mail_modseq ON mail(folder_id, modseq);
+        """,
+    ),
 ]
 
 

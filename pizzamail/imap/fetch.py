@@ -1,0 +1,173 @@
+"""FETCH: rendering the requested items of each message, straight from the stored bytes.
+
+ENVELOPE and BODYSTRUCTURE are computed once per message and cached in the index
+(``mail.envelope`` / ``mail.bodystructure`` hold their wire form), so a client that re-syncs
+headers does not make us re-parse every message.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+
+from pizzamail.imap import mime, structure, wire
+from pizzamail.imap.fetchparse import FetchAtt
+from pizzamail.imap.view import View
+from pizzamail.mailbox import MailRow
+
+Send = Callable[[bytes], Awaitable[None]]
+_CACHED = ("ENVELOPE", "BODYSTRUCTURE")
+
+
+@dataclass
+class _Message:
+    """One message being rendered: its bytes and MIME tree, read or parsed at most once."""
+
+    data: bytes
+    _tree: mime.Part | None = None
+
+    def tree(self) -> mime.Part:
+        if self._tree is None:
+            self._tree = mime.parse(self.data)
+        return self._tree
+
+
+@dataclass
+class Fetcher:
+    view: View
+    atts: tuple[FetchAtt, ...]
+    cache: dict[int, dict[str, bytes]] = field(default_factory=dict)
+    computed: dict[tuple[int, str], bytes] = field(default_factory=dict)
+
+    async def run(self, uids: list[int], *, uid_command: bool, send: Send) -> None:
+        if uid_command and not any(a.name == "UID" for a in self.atts):
+            self.atts = (FetchAtt("UID"), *self.atts)
+        marked = await self._mark_seen(uids)
+        await self._load_cache(uids)
+        for uid in uids:
+            message = await self._load(uid)
+            if uid not in self.view.rows or message is None:
+                continue  # expunged meanwhile by another session
+            await send(self._response(uid, message, uid in marked))
+        await self._save_cache()
+
+    async def _mark_seen(self, uids: list[int]) -> set[int]:
+        """BODY[...] without PEEK, RFC822 and RFC822.TEXT set \\Seen (not in a read-only view)."""
+        if self.view.readonly or not any(a.sets_seen for a in self.atts):
+            return set()
+        rows = self.view.rows
+        changes = {u: {*rows[u].flags, "\\Seen"} for u in uids if "\\Seen" not in rows[u].flags}
+        if changes:
+            await self.view.mailbox.set_flags(self.view.folder, changes)
+            for uid, flags in changes.items():
+                self.view.note_flags(uid, frozenset(flags))
+        return set(changes)
+
+    async def _load_cache(self, uids: list[int]) -> None:
+        if not uids or not any(a.name in _CACHED for a in self.atts):
+            return
+        rows = await self.view.mailbox.store.fetchall(
+            "SELECT uid, envelope, bodystructure FROM mail WHERE folder_id = ? AND uid BETWEEN ? AND ?",
+            (self.view.folder.id, uids[0], uids[-1]),
+        )
+        for r in rows:
+            entry = {"ENVELOPE": r["envelope"], "BODYSTRUCTURE": r["bodystructure"]}
+            self.cache[int(r["uid"])] = {k: bytes(v) for k, v in entry.items() if v is not None}
+
+    def _needs_file(self, uid: int) -> bool:
+        cached = self.cache.get(uid, {})
+        for att in self.atts:
+            if att.name in _CACHED and att.name not in cached:
+                return True
+            if att.name not in ("UID", "FLAGS", "INTERNALDATE", "RFC822.SIZE", *_CACHED):
+                return True
+        return False
+
+    async def _load(self, uid: int) -> _Message | None:
+        row = self.view.rows.get(uid)
+        if row is None:
+            return None
+        if not self._needs_file(uid):
+            return _Message(b"")
+        try:
+            return _Message(self.view.mailbox.read(self.view.folder, row))
+        except FileNotFoundError:
+            # Another session changed its flags (so its file name) since we last looked.
+            fresh = await self._reread_row(uid)
+            if fresh is None:
+                return None
+            return _Message(self.view.mailbox.read(self.view.folder, fresh))
+
+    async def _reread_row(self, uid: int) -> MailRow | None:
+        r = await self.view.mailbox.store.fetchone(
+            "SELECT uid, name, subdir, size, internaldate, flags, modseq FROM mail"
+            " WHERE folder_id = ? AND uid = ?", (self.view.folder.id, uid))
+        if r is None:
+            return None
+        row = MailRow(**{**dict(r), "flags": frozenset(r["flags"].split())})
+        self.view.rows[uid] = row
+        return row
+
+    def _response(self, uid: int, message: _Message, flags_changed: bool) -> bytes:
+        items = [self._item(att, uid, message) for att in self.atts]
+        if flags_changed and not any(a.name == "FLAGS" for a in self.atts):
+            items.append(self._item(FetchAtt("FLAGS"), uid, message))
+        return b"* %d FETCH (%s)\r\n" % (self.view.seq(uid), b" ".join(items))
+
+    def _item(self, att: FetchAtt, uid: int, message: _Message) -> bytes:
+        row = self.view.rows[uid]
+        name = att.name
+        if name == "UID":
+            return b"UID %d" % uid
+        if name == "FLAGS":
+            return b"FLAGS " + wire.flag_list(self.view.flags(uid))
+        if name == "INTERNALDATE":
+            return b"INTERNALDATE " + wire.date_time(row.internaldate)
+        if name == "RFC822.SIZE":
+            return b"RFC822.SIZE %d" % row.size
+        if name in _CACHED:
+            return name.encode() + b" " + self._cached(name, uid, message)
+        if name == "BODY":
+            return b"BODY " + structure.body_structure(message.tree(), extended=False)
+        if name == "BODY[]":
+            return self._section(att, message)
+        return name.encode() + b" " + wire.literal(_rfc822(name, message.data))
+
+    def _cached(self, name: str, uid: int, message: _Message) -> bytes:
+        value = self.cache.get(uid, {}).get(name)
+        if value is None:
+            if name == "ENVELOPE":
+                value = structure.envelope_of_header(mime.split_header(message.data)[0])
+            else:
+                value = structure.body_structure(message.tree(), extended=True)
+            self.computed[uid, name] = value
+        return value
+
+    def _section(self, att: FetchAtt, message: _Message) -> bytes:
+        assert att.section is not None
+        tree = message.tree() if att.section.part else None
+        data = mime.section_bytes(message.data, att.section, tree)
+        label = b"BODY[" + att.section.wire() + b"]"
+        if att.partial is not None:
+            start, length = att.partial
+            data = data[start:start + length]
+            label += b"<%d>" % start
+        return label + b" " + wire.literal(data)
+
+    async def _save_cache(self) -> None:
+        if not self.computed:
+            return
+        columns = {"ENVELOPE": "envelope", "BODYSTRUCTURE": "bodystructure"}
+        async with self.view.mailbox.store.write() as db:
+            for (uid, name), value in self.computed.items():
+                await db.execute(
+                    f"UPDATE mail SET {columns[name]} = ? WHERE folder_id = ? AND uid = ?",
+                    (value, self.view.folder.id, uid),
+                )
+
+
+def _rfc822(name: str, data: bytes) -> bytes:
+    if name == "RFC822":
+        return data
+    header, body = mime.split_header(data)
+    return header if name == "RFC822.HEADER" else body

@@ -1,0 +1,207 @@
+"""Commands on folders as a whole: SELECT/EXAMINE, LIST/LSUB, STATUS, CREATE, DELETE, RENAME,
+SUBSCRIBE/UNSUBSCRIBE and APPEND."""
+
+from __future__ import annotations
+
+import re
+
+from pizzamail.errors import ImapError
+from pizzamail.imap import wire
+from pizzamail.imap.parser import Append, Command, ListArgs, MailboxName, Rename, Status
+from pizzamail.imap.session import Handler, Session, State
+from pizzamail.imap.view import View
+from pizzamail.mailbox import Folder
+
+DELIMITER = "/"
+_PERMANENT = b"(\\Answered \\Flagged \\Deleted \\Seen \\Draft \\*)"
+
+
+async def existing(s: Session, name: str) -> Folder:
+    folder = await s.mailbox.folder(name)
+    if folder is None:
+        raise ImapError(f"no folder named {name}", code="NONEXISTENT")
+    return folder
+
+
+def wire_name(name: str) -> bytes:
+    return wire.astring(wire.encode_mailbox(name))
+
+
+# -- SELECT / EXAMINE ---------------------------------------------------------------------------
+
+
+async def select(s: Session, cmd: Command) -> bytes:
+    # A failed SELECT leaves no folder selected (RFC 3501 §6.3.1), so deselect first.
+    s.view, s.state = None, State.AUTHENTICATED
+    folder = await existing(s, cmd.arg(MailboxName).name)
+    readonly = cmd.name == "EXAMINE"
+    view = await View.open(s.mailbox, folder, readonly, s.shared.claims)
+    for line in _select_lines(view, folder):
+        await s.conn.send(line)
+    s.view, s.state = view, State.SELECTED
+    return b"[READ-ONLY] EXAMINE completed" if readonly else b"[READ-WRITE] SELECT completed"
+
+
+def _select_lines(view: View, folder: Folder) -> list[bytes]:
+    permanent = b"()" if view.readonly else _PERMANENT
+    lines = [
+        view.flag_line(),
+        b"* OK [PERMANENTFLAGS " + permanent + b"] Flags permitted.\r\n",
+        b"* %d EXISTS\r\n" % view.exists,
+        b"* %d RECENT\r\n" % len(view.recent),
+    ]
+    unseen = next((n for n, u in enumerate(view.uids, 1) if "\\Seen" not in view.rows[u].flags), None)
+    if unseen is not None:
+        lines.append(b"* OK [UNSEEN %d] First unseen.\r\n" % unseen)
+    uidnext = max(folder.uidnext, view.uids[-1] + 1 if view.uids else 1)
+    lines.append(b"* OK [UIDVALIDITY %d] UIDs valid\r\n" % folder.uidvalidity)
+    lines.append(b"* OK [UIDNEXT %d] Predicted next UID\r\n" % uidnext)
+    return lines
+
+
+# -- LIST / LSUB ----------------------------------------------------------------------------------
+
+
+async def list_folders(s: Session, cmd: Command) -> bytes:
+    args = cmd.arg(ListArgs)
+    if not args.pattern:  # LIST "" "": the hierarchy delimiter and root
+        await s.conn.send(b'* LIST (\\Noselect) "/" ""\r\n')
+        return b"LIST completed"
+    folders = await s.mailbox.folders()
+    matches = _matcher(args.reference + args.pattern)
+    for line in _list_lines(cmd.name, folders, matches, args.special_use_only):
+        await s.conn.send(line)
+    return cmd.name.encode() + b" completed"
+
+
+def _matcher(pattern: str) -> re.Pattern[str]:
+    """``*`` matches anything, ``%`` anything but the delimiter (RFC 3501 §6.3.8)."""
+    parts = [".*" if c == "*" else "[^/]*" if c == "%" else re.escape(c) for c in pattern]
+    return re.compile("".join(parts), re.DOTALL)
+
+
+def _list_lines(
+    command: str, folders: list[Folder], matches: re.Pattern[str], special_only: bool
+) -> list[bytes]:
+    names = {f.name for f in folders}
+    parents = {n.rsplit("/", 1)[0] for n in names if "/" in n} - names
+    entries: list[tuple[str, list[str]]] = []
+    for f in folders:
+        if (command == "LSUB" and not f.subscribed) or (special_only and not f.special_use):
+            continue
+        attrs = [_children_attr(f.name, names)] + ([f.special_use] if f.special_use else [])
+        entries.append((f.name, attrs))
+    if not special_only:
+        entries += [(p, ["\\Noselect", "\\HasChildren"]) for p in sorted(parents)]
+    return [
+        b"* %s (%s) \"/\" %s\r\n" % (command.encode(), " ".join(attrs).encode(), wire_name(name))
+        for name, attrs in entries if _matches(matches, name)
+    ]
+
+
+def _matches(pattern: re.Pattern[str], name: str) -> bool:
+    if name == "INBOX":  # INBOX is case-insensitive
+        return re.fullmatch(pattern.pattern, name, re.DOTALL | re.IGNORECASE) is not None
+    return pattern.fullmatch(name) is not None
+
+
+def _children_attr(name: str, names: set[str]) -> str:
+    prefix = name + "/"
+    return "\\HasChildren" if any(n.startswith(prefix) for n in names) else "\\HasNoChildren"
+
+
+# -- STATUS ----------------------------------------------------------------------------------------
+
+
+async def status(s: Session, cmd: Command) -> bytes:
+    args = cmd.arg(Status)
+    folder = await existing(s, args.mailbox)
+    values = await _status_values(s, folder)
+    items = b" ".join(b"%s %d" % (item.encode(), values[item]) for item in args.items)
+    await s.conn.send(b"* STATUS " + wire_name(folder.name) + b" (" + items + b")\r\n")
+    return b"STATUS completed"
+
+
+async def _status_values(s: Session, folder: Folder) -> dict[str, int]:
+    row = await s.mailbox.store.fetchone(
+        "SELECT count(*) AS messages,"
+        " sum(instr(' ' || flags || ' ', ' \\Seen ') = 0) AS unseen,"
+        " sum(uid >= ?) AS recent FROM mail WHERE folder_id = ?",
+        (s.shared.claims.start(folder), folder.id),
+    )
+    assert row is not None
+    return {
+        "MESSAGES": int(row["messages"]), "UNSEEN": int(row["unseen"] or 0),
+        "RECENT": int(row["recent"] or 0), "UIDNEXT": folder.uidnext,
+        "UIDVALIDITY": folder.uidvalidity,
+    }
+
+
+# -- CREATE / DELETE / RENAME / SUBSCRIBE ------------------------------------------------------
+
+
+async def create(s: Session, cmd: Command) -> bytes:
+    name = cmd.arg(MailboxName).name.rstrip(DELIMITER)
+    _check_name(name)
+    if await s.mailbox.folder(name) is not None:
+        raise ImapError(f"{name} already exists", code="ALREADYEXISTS")
+    await s.mailbox.create_folder(name)
+    return b"CREATE completed"
+
+
+def _check_name(name: str) -> None:
+    parts = name.split(DELIMITER)
+    if not name or any(p in ("", ".", "..") for p in parts) or any(ord(c) < 0x20 for c in name):
+        raise ImapError("that is not a usable folder name", code="CANNOT")
+
+
+async def delete(s: Session, cmd: Command) -> bytes:
+    folder = await existing(s, cmd.arg(MailboxName).name)
+    if folder.name == "INBOX":
+        raise ImapError("INBOX cannot be deleted", code="CANNOT")
+    if s.view is not None and s.view.folder.id == folder.id:
+        s.view, s.state = None, State.AUTHENTICATED
+    await s.mailbox.delete_folder(folder)
+    return b"DELETE completed"
+
+
+async def rename(s: Session, cmd: Command) -> bytes:
+    args = cmd.arg(Rename)
+    folder = await existing(s, args.old)
+    new = args.new.rstrip(DELIMITER)
+    _check_name(new)
+    if folder.name == "INBOX":
+        raise ImapError("renaming INBOX is not supported", code="CANNOT")
+    if await s.mailbox.folder(new) is not None:
+        raise ImapError(f"{new} already exists", code="ALREADYEXISTS")
+    await s.mailbox.rename_folder(folder, new)
+    return b"RENAME completed"
+
+
+async def subscribe(s: Session, cmd: Command) -> bytes:
+    folder = await existing(s, cmd.arg(MailboxName).name)
+    await s.mailbox.set_subscribed(folder, cmd.name == "SUBSCRIBE")
+    return cmd.name.encode() + b" completed"
+
+
+# -- APPEND ------------------------------------------------------------------------------------------
+
+
+async def append(s: Session, cmd: Command) -> bytes:
+    args = cmd.arg(Append)
+    folder = await s.mailbox.folder(args.mailbox)
+    if folder is None:
+        raise ImapError(f"no folder named {args.mailbox}", code="TRYCREATE")
+    flags = [f for f in args.flags if f != "\\Recent"]
+    uid = await s.mailbox.deliver(folder, args.message, flags=flags, internaldate=args.date)
+    return b"[APPENDUID %d %d] APPEND completed" % (folder.uidvalidity, uid)
+
+
+HANDLERS: dict[str, Handler] = {
+    "SELECT": select, "EXAMINE": select,
+    "LIST": list_folders, "LSUB": list_folders,
+    "STATUS": status,
+    "CREATE": create, "DELETE": delete, "RENAME": rename,
+    "SUBSCRIBE": subscribe, "UNSUBSCRIBE": subscribe,
+    "APPEND": append,
+}

@@ -1,0 +1,201 @@
+"""Commands on the selected folder: FETCH, STORE, SEARCH, COPY/MOVE, EXPUNGE, CLOSE, UNSELECT
+and IDLE (which also works with no folder selected: it then only waits for DONE)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import Any
+
+from pizzamail.errors import ImapError
+from pizzamail.imap.fetch import Fetcher
+from pizzamail.imap.parser import Command, Copy, Fetch, Messages, Search, Store
+from pizzamail.imap.search import Searcher
+from pizzamail.imap.session import Handler, Session, SessionEnd, State
+from pizzamail.imap.view import View
+
+
+def _writable(s: Session) -> View:
+    view = s.selected()
+    if view.readonly:
+        raise ImapError("the folder is open read-only (EXAMINE)", code="READ-ONLY")
+    return view
+
+
+async def fetch(s: Session, cmd: Command) -> bytes:
+    args = cmd.arg(Fetch)
+    view = s.selected()
+    uids = view.resolve(args.messages, uid=cmd.uid)
+    await Fetcher(view, args.atts).run(uids, uid_command=cmd.uid, send=s.conn.send)
+    return cmd.name.encode() + b" completed"
+
+
+async def store(s: Session, cmd: Command) -> bytes:
+    args = cmd.arg(Store)
+    view = _writable(s)
+    uids = view.resolve(args.messages, uid=cmd.uid)
+    given = set(args.flags) - {"\\Recent"}
+    changes: dict[int, set[str]] = {}
+    for uid in uids:
+        current = set(view.rows[uid].flags)
+        new = current | given if args.mode == "+" else current - given if args.mode == "-" else given
+        if new != current:
+            changes[uid] = new
+    if changes:
+        await s.mailbox.set_flags(view.folder, changes)
+    for uid, flags in changes.items():
+        for line in view.note_flags(uid, frozenset(flags)):
+            await s.conn.send(line)
+    if not args.silent:
+        for uid in uids:
+            await s.conn.send(view.fetch_flags(uid, with_uid=cmd.uid))
+    return cmd.name.encode() + b" completed"
+
+
+async def search(s: Session, cmd: Command) -> bytes:
+    view = s.selected()
+    uids = Searcher(view).run(cmd.arg(Search).key)
+    numbers = uids if cmd.uid else [view.seq(u) for u in uids]
+    await s.conn.send(b"* SEARCH" + b"".join(b" %d" % n for n in numbers) + b"\r\n")
+    return cmd.name.encode() + b" completed"
+
+
+def uid_set(uids: list[int]) -> bytes:
+    """``1,2,3,7`` -> ``1:3,7`` (order kept, as COPYUID pairs source and target by position)."""
+    runs: list[list[int]] = []
+    for uid in uids:
+        if runs and uid == runs[-1][1] + 1:
+            runs[-1][1] = uid
+        else:
+            runs.append([uid, uid])
+    return b",".join(b"%d" % a if a == b else b"%d:%d" % (a, b) for a, b in runs)
+
+
+async def _copy(s: Session, cmd: Command) -> tuple[list[int], bytes]:
+    """Copy the named messages; returns the source UIDs and the COPYUID response code."""
+    args = cmd.arg(Copy)
+    view = s.selected()
+    uids = view.resolve(args.messages, uid=cmd.uid)
+    target = await s.mailbox.folder(args.mailbox)
+    if target is None:
+        raise ImapError(f"no folder named {args.mailbox}", code="TRYCREATE")
+    copied: list[int] = []
+    new: list[int] = []
+    for uid in uids:
+        row = view.rows[uid]
+        try:
+            data = s.mailbox.read(view.folder, row)
+        except FileNotFoundError:
+            continue  # expunged by another session meanwhile
+        copied.append(uid)
+        new.append(await s.mailbox.deliver(target, data, flags=row.flags, internaldate=row.internaldate))
+    if not copied:
+        return [], b""
+    return copied, b"[COPYUID %d %s %s] " % (target.uidvalidity, uid_set(copied), uid_set(new))
+
+
+async def copy(s: Session, cmd: Command) -> bytes:
+    _, code = await _copy(s, cmd)
+    return code + cmd.name.encode() + b" completed"
+
+
+async def move(s: Session, cmd: Command) -> bytes:
+    view = _writable(s)
+    copied, code = await _copy(s, cmd)
+    if code:
+        await s.conn.send(b"* OK " + code + b"Moved\r\n")
+    await _expunge(s, view, copied)
+    return cmd.name.encode() + b" completed"
+
+
+async def _expunge(s: Session, view: View, uids: list[int]) -> None:
+    """Remove messages and announce it (RFC 6851 lets MOVE announce even by number)."""
+    if uids:
+        view.note_gone(await s.mailbox.expunge(view.folder, uids))
+    for line in await view.refresh(expunge_ok=True):
+        await s.conn.send(line)
+
+
+def _deleted(view: View, uids: list[int]) -> list[int]:
+    return [u for u in uids if u in view.rows and "\\Deleted" in view.rows[u].flags]
+
+
+async def expunge(s: Session, cmd: Command) -> bytes:
+    view = _writable(s)
+    if cmd.uid:
+        uids = view.resolve(cmd.arg(Messages).messages, uid=True)
+    else:
+        uids = view.uids
+    await _expunge(s, view, _deleted(view, uids))
+    return cmd.name.encode() + b" completed"
+
+
+async def close(s: Session, cmd: Command) -> bytes:
+    view = s.selected()
+    if not view.readonly:
+        # CLOSE expunges silently (RFC 3501 §6.4.2): no EXPUNGE responses.
+        await s.mailbox.expunge(view.folder, _deleted(view, view.uids))
+    s.view, s.state = None, State.AUTHENTICATED
+    return b"CLOSE completed"
+
+
+async def unselect(s: Session, cmd: Command) -> bytes:
+    s.view, s.state = None, State.AUTHENTICATED
+    return b"UNSELECT completed"
+
+
+# -- IDLE ---------------------------------------------------------------------------------------
+
+
+async def idle(s: Session, cmd: Command) -> bytes:
+    """Push changes as they happen (RFC 2177) until the client sends DONE.
+
+    No polling: the session sleeps on the folder's change event and on the client's next line.
+    """
+    await s.conn.send(b"+ idling\r\n")
+    done = asyncio.ensure_future(s.conn.read_line())
+    try:
+        line = await _idle_until_done(s, done)
+    finally:
+        done.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await done
+    if line is None:
+        raise SessionEnd(b"")
+    if line.strip().upper() != b"DONE":
+        raise ImapError("expected DONE", bad=True)
+    return b"IDLE terminated"
+
+
+async def _idle_until_done(s: Session, done: asyncio.Future[bytes | None]) -> bytes | None:
+    timeout = s.shared.limits.idle_timeout
+    while True:
+        waiters: set[asyncio.Future[Any]] = {done}
+        changed = None
+        if s.view is not None:
+            # Take the event before looking, so a change right after the refresh still wakes us.
+            changed = asyncio.ensure_future(s.mailbox.change_event(s.view.folder).wait())
+            waiters.add(changed)
+            for out in await s.view.refresh(expunge_ok=True):
+                await s.conn.send(out)
+        try:
+            finished, _ = await asyncio.wait(waiters, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            if changed is not None:
+                changed.cancel()
+                await asyncio.gather(changed, return_exceptions=True)
+        if not finished:
+            raise SessionEnd(b"* BYE Autologout; idle for too long\r\n")
+        if done in finished:
+            return done.result()
+
+
+HANDLERS: dict[str, Handler] = {
+    "FETCH": fetch, "UID FETCH": fetch,
+    "STORE": store, "UID STORE": store,
+    "SEARCH": search, "UID SEARCH": search,
+    "COPY": copy, "UID COPY": copy,
+    "MOVE": move, "UID MOVE": move,
+    "EXPUNGE": expunge, "UID EXPUNGE": expunge,
+    "CLOSE": close, "UNSELECT": unselect,
+}

@@ -1,0 +1,198 @@
+"""The selected mailbox as one session sees it: sequence numbers, flags, and what changed since.
+
+Each session keeps its own numbering (RFC 3501 §2.3.1.2) and catches up from the store's index:
+the folder's modseq says whether anything changed at all (one indexed lookup per command), rows
+with a newer modseq are the new or re-flagged messages, and a count says whether any went away
+(only then are the UIDs listed). So a command costs what changed, not what the folder holds.
+
+EXPUNGE may not be announced while the client's sequence numbers are in use (during FETCH, STORE,
+SEARCH and COPY by number); until it can be, a vanished message stays in the numbering as a ghost.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from bisect import bisect_left, bisect_right
+from dataclasses import dataclass, field
+
+from pizzamail.imap import wire
+from pizzamail.imap.reader import SequenceSet
+from pizzamail.mailbox import Folder, Mailbox, MailRow
+
+_ROW_COLUMNS = "uid, name, subdir, size, internaldate, flags, modseq"
+
+
+@dataclass
+class RecentClaims:
+    """``\\Recent``, kept per process: a message is recent for the first session that selects
+    the folder after it arrived. Messages present at server start are not recent (RFC 3501
+    lets a server decide; keeping it in memory avoids a write per SELECT)."""
+
+    first_unclaimed: dict[int, int] = field(default_factory=dict)
+
+    def start(self, folder: Folder) -> int:
+        return self.first_unclaimed.setdefault(folder.id, folder.uidnext)
+
+    def claim(self, folder: Folder, uids: list[int]) -> set[int]:
+        """Take every UID not yet claimed; returns the ones this caller got."""
+        floor = self.start(folder)
+        mine = {u for u in uids if u >= floor}
+        if uids:
+            self.first_unclaimed[folder.id] = max(floor, max(uids) + 1)
+        return mine
+
+
+@dataclass
+class View:
+    mailbox: Mailbox
+    folder: Folder
+    readonly: bool
+    claims: RecentClaims
+    uids: list[int] = field(default_factory=list)  # the client's numbering, ghosts included
+    rows: dict[int, MailRow] = field(default_factory=dict)  # live messages
+    ghosts: set[int] = field(default_factory=set)
+    recent: set[int] = field(default_factory=set)
+    keywords: set[str] = field(default_factory=set)
+    modseq: int = 0
+
+    @classmethod
+    async def open(cls, mailbox: Mailbox, folder: Folder, readonly: bool, claims: RecentClaims) -> View:
+        view = cls(mailbox, folder, readonly, claims, modseq=folder.modseq)
+        for row in await mailbox.messages(folder):
+            view._add(row)
+        if readonly:
+            floor = claims.start(folder)
+            view.recent = {u for u in view.uids if u >= floor}
+        else:
+            view.recent = claims.claim(folder, view.uids)
+        return view
+
+    def _add(self, row: MailRow) -> None:
+        self.uids.append(row.uid)
+        self.rows[row.uid] = row
+        self.keywords |= {f for f in row.flags if not f.startswith("\\")}
+
+    # -- numbering ---------------------------------------------------------------------------
+
+    @property
+    def exists(self) -> int:
+        return len(self.uids)
+
+    def seq(self, uid: int) -> int:
+        return bisect_left(self.uids, uid) + 1
+
+    def resolve(self, messages: SequenceSet, *, uid: bool) -> list[int]:
+        """The live UIDs a sequence set names, ascending (unknown numbers are ignored)."""
+        if not self.uids:
+            return []
+        found: list[int] = []
+        if uid:
+            for lo, hi in messages.bounds(self.uids[-1]):
+                found += self.uids[bisect_left(self.uids, lo):bisect_right(self.uids, hi)]
+        else:
+            for lo, hi in messages.bounds(len(self.uids)):
+                found += self.uids[lo - 1:hi]
+        if len(messages.ranges) > 1:
+            found = sorted(set(found))
+        return [u for u in found if u not in self.ghosts] if self.ghosts else found
+
+    def flags(self, uid: int) -> frozenset[str]:
+        flags = self.rows[uid].flags
+        return flags | {"\\Recent"} if uid in self.recent else flags
+
+    def flag_line(self) -> bytes:
+        return b"* FLAGS " + wire.flag_list([*wire.SYSTEM_FLAGS, *self.keywords]) + b"\r\n"
+
+    # -- changes made by this session ---------------------------------------------------------
+
+    def note_flags(self, uid: int, flags: frozenset[str]) -> list[bytes]:
+        """Record flags this session set; returns a ``* FLAGS`` line if a keyword is new."""
+        row = self.rows[uid]
+        self.rows[uid] = dataclasses.replace(row, flags=flags, subdir="cur")
+        new = {f for f in flags if not f.startswith("\\")} - self.keywords
+        self.keywords |= new
+        return [self.flag_line()] if new else []
+
+    def note_gone(self, uids: list[int]) -> None:
+        for uid in uids:
+            if self.rows.pop(uid, None) is not None:
+                self.ghosts.add(uid)
+
+    # -- catching up -------------------------------------------------------------------------
+
+    async def refresh(self, *, expunge_ok: bool) -> list[bytes]:
+        """Catch up with the index; returns the untagged responses that announce the changes."""
+        store = self.mailbox.store
+        row = await store.fetchone("SELECT modseq FROM folders WHERE id = ?", (self.folder.id,))
+        out: list[bytes] = []
+        if row is not None and int(row["modseq"]) != self.modseq:
+            before = self.exists
+            changed = await self._changed_rows()
+            self.modseq = int(row["modseq"])
+            flagged, keyword_line = self._apply(changed)
+            await self._find_gone()
+            out += keyword_line
+            expunged = self._expunges() if expunge_ok else []
+            out += expunged + self._exists(before - len(expunged))
+            out += [self.fetch_flags(u) for u in flagged if u in self.rows]
+        elif expunge_ok:
+            out += self._expunges()
+        return out
+
+    async def _changed_rows(self) -> list[MailRow]:
+        rows = await self.mailbox.store.fetchall(
+            f"SELECT {_ROW_COLUMNS} FROM mail WHERE folder_id = ? AND modseq > ? ORDER BY uid",
+            (self.folder.id, self.modseq),
+        )
+        return [MailRow(**{**dict(r), "flags": frozenset(r["flags"].split())}) for r in rows]
+
+    def _apply(self, changed: list[MailRow]) -> tuple[list[int], list[bytes]]:
+        keywords = set(self.keywords)
+        flagged: list[int] = []
+        arrived: list[int] = []
+        for row in changed:
+            known = self.rows.get(row.uid)
+            if known is not None:
+                if known.flags != row.flags:
+                    flagged.append(row.uid)
+                self.rows[row.uid] = row
+            elif row.uid not in self.ghosts and (not self.uids or row.uid > self.uids[-1]):
+                self._add(row)
+                arrived.append(row.uid)
+        self.recent |= set() if self.readonly else self.claims.claim(self.folder, arrived)
+        for uid in flagged:
+            self.keywords |= {f for f in self.rows[uid].flags if not f.startswith("\\")}
+        return flagged, [self.flag_line()] if self.keywords != keywords else []
+
+    async def _find_gone(self) -> None:
+        """Messages expunged by others: a count first; the UID list only when it differs."""
+        if not self.rows:
+            return
+        params = (self.folder.id, self.uids[-1])
+        row = await self.mailbox.store.fetchone(
+            "SELECT count(*) AS n FROM mail WHERE folder_id = ? AND uid <= ?", params)
+        if row is not None and int(row["n"]) >= len(self.rows):
+            return
+        present = await self.mailbox.store.fetchall(
+            "SELECT uid FROM mail WHERE folder_id = ? AND uid <= ?", params)
+        self.note_gone(sorted(set(self.rows) - {int(r["uid"]) for r in present}))
+
+    def _expunges(self) -> list[bytes]:
+        """``* n EXPUNGE`` for every ghost, highest first so no number needs adjusting."""
+        if not self.ghosts:
+            return []
+        seqs = sorted((self.seq(u) for u in self.ghosts), reverse=True)
+        self.uids = [u for u in self.uids if u not in self.ghosts]
+        self.recent -= self.ghosts
+        self.ghosts = set()
+        return [b"* %d EXPUNGE\r\n" % s for s in seqs]
+
+    def _exists(self, before: int) -> list[bytes]:
+        if self.exists == before:
+            return []
+        return [b"* %d EXISTS\r\n" % self.exists, b"* %d RECENT\r\n" % len(self.recent)]
+
+    def fetch_flags(self, uid: int, *, with_uid: bool = False) -> bytes:
+        uid_item = b" UID %d" % uid if with_uid else b""
+        flags = wire.flag_list(self.flags(uid))
+        return b"* %d FETCH (FLAGS %s%s)\r\n" % (self.seq(uid), flags, uid_item)

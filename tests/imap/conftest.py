@@ -1,0 +1,33 @@
+"""IMAP test fixtures: the sample Maildir delivered into a fresh mailbox, and a live server."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+from imaptools import ACCOUNTS, Client, connect, seed
+
+from pizzamail.imap import ImapServer, Limits
+from pizzamail.mailbox import Mailbox
+
+
+@pytest.fixture
+async def sample(mailbox: Mailbox) -> list[bytes]:
+    return await seed(mailbox)
+
+
+@pytest.fixture
+async def server(mailbox: Mailbox) -> AsyncIterator[ImapServer]:
+    srv = await ImapServer.start(
+        host="127.0.0.1", port=0, mailbox=mailbox, accounts=ACCOUNTS,
+        limits=Limits(login_delay=0.01, max_literal=1 << 20),
+    )
+    yield srv
+    await srv.close()
+
+
+@pytest.fixture
+async def client(server: ImapServer) -> AsyncIterator[Client]:
+    c = await connect(server)
+    yield c
+    await c.close()
