@@ -54,6 +54,10 @@ class MailRow:
     modseq: int
 
 
+#: UIDs per query: well under SQLite's limit on bound parameters
+_CHUNK = 500
+
+
 def _flags_text(flags: Iterable[str]) -> str:
     return " ".join(sorted(set(flags)))
 
@@ -241,8 +245,18 @@ class Mailbox:
         return [r.uid for r in rows]
 
     async def _rows(self, folder: Folder, uids: Iterable[int]) -> list[MailRow]:
-        wanted = set(uids)
-        return [r for r in await self.messages(folder) if r.uid in wanted]
+        """Index rows of just these UIDs (work proportional to the request, not the folder)."""
+        wanted = sorted(set(uids))
+        rows: list[MailRow] = []
+        for start in range(0, len(wanted), _CHUNK):
+            chunk = wanted[start:start + _CHUNK]
+            marks = ", ".join("?" * len(chunk))
+            found = await self.store.fetchall(
+                "SELECT uid, name, subdir, size, internaldate, flags, modseq FROM mail"
+                f" WHERE folder_id = ? AND uid IN ({marks}) ORDER BY uid", (folder.id, *chunk),
+            )
+            rows.extend(_mail(r) for r in found)
+        return rows
 
     def _move_file(self, folder: Folder, row: MailRow, flags: set[str]) -> None:
         src = self.file_path(folder, row)
