@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
+
+import pytest
 
 from pizzamail.home import Home
 from pizzamail.mailbox import STANDARD_FOLDERS, Mailbox
@@ -84,3 +87,24 @@ async def test_filing_is_idempotent(mailbox: Mailbox, blobs: BlobStore) -> None:
     assert inbox is not None
     [row] = await mailbox.messages(inbox)
     assert row.flags == {"\\Seen"}
+
+
+async def test_a_cancelled_write_leaves_the_store_usable(mailbox: Mailbox) -> None:
+    store = mailbox.store
+    started = asyncio.Event()
+
+    async def slow_write() -> None:
+        async with store.write() as db:
+            await db.execute("INSERT INTO events(at, kind) VALUES ('now', 'x')")
+            started.set()
+            await asyncio.Event().wait()
+
+    task = asyncio.create_task(slow_write())
+    await started.wait()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    async with store.write() as db:
+        await db.execute("INSERT INTO events(at, kind) VALUES ('now', 'y')")
+    rows = await store.fetchall("SELECT kind FROM events")
+    assert [r["kind"] for r in rows] == ["y"]

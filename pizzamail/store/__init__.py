@@ -62,16 +62,22 @@ class Store:
 
     @asynccontextmanager
     async def write(self) -> AsyncIterator[aiosqlite.Connection]:
-        """One write transaction: committed on normal exit, rolled back on an exception."""
+        """One write transaction: committed on normal exit, rolled back on an exception.
+
+        Safe under cancellation: aiosqlite runs statements in order on its own thread, so the
+        rollback (or commit) queued here always follows the BEGIN, even one whose await was
+        cancelled; both are no-ops when no transaction is open.
+        """
         assert self._writer is not None, "store is not open"
+        db = self._writer
         async with self._lock:
-            await self._writer.execute("BEGIN IMMEDIATE")
             try:
-                yield self._writer
+                await db.execute("BEGIN IMMEDIATE")
+                yield db
             except BaseException:
-                await self._writer.execute("ROLLBACK")
+                await asyncio.shield(db.rollback())
                 raise
-            await self._writer.execute("COMMIT")
+            await asyncio.shield(db.commit())
 
     async def fetchall(self, sql: str, params: Iterable[Any] = ()) -> list[aiosqlite.Row]:
         assert self._reader is not None, "store is not open"
