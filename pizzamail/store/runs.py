@@ -121,3 +121,20 @@ async def finish_run(
 
 async def has_queued(store: Store) -> bool:
     return await store.fetchone("SELECT 1 FROM runs WHERE status = 'queued' LIMIT 1") is not None
+
+
+async def release_runs(store: Store, run_ids: list[int]) -> None:
+    """Runs interrupted by a clean shutdown go back to the queue without using up an attempt."""
+    if not run_ids:
+        return
+    marks = ", ".join("?" * len(run_ids))
+    async with store.write() as db:
+        await db.execute(
+            f"UPDATE runs SET status = 'queued', attempts = max(attempts - 1, 0)"
+            f" WHERE status = 'running' AND id IN ({marks})", run_ids,
+        )
+        await db.execute(
+            f"UPDATE threads SET status = 'queued', updated_at = ? WHERE id IN"
+            f" (SELECT thread_id FROM runs WHERE status = 'queued' AND id IN ({marks}))",
+            [now(), *run_ids],
+        )

@@ -1,0 +1,163 @@
+"""Outgoing mail: the agent's replies, error reports and notices, rendered from ``templates/``.
+
+Every mail the bot writes is text/plain with a sanitised text/html alternative, threaded with
+``In-Reply-To``/``References`` under the message it answers, and tagged with ``X-Pizzamail-Thread``
+and ``X-Pizzamail-Run`` so the Maildir alone is an audit trail.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from email.headerregistry import Address
+from email.message import EmailMessage
+from email.policy import SMTP
+from email.utils import format_datetime, make_msgid
+from importlib.resources.abc import Traversable
+from typing import Any
+
+import jinja2
+from markupsafe import Markup
+
+from pizzamail.composer.render import markdown_html, templates_dir
+from pizzamail.config import Config
+from pizzamail.errors import PizzamailError
+
+_REPLY_PREFIX = re.compile(r"^\s*((re|aw|sv|antw)\s*(\[\d+\])?\s*:\s*)+", re.IGNORECASE)
+#: References keeps the thread root and this many of the latest ids (clients need no more)
+MAX_REFERENCES = 20
+
+
+@dataclass(frozen=True, kw_only=True)
+class MailContext:
+    """Where a bot mail goes in its thread. Message-IDs are stored without angle brackets."""
+
+    thread_id: int
+    run_id: int
+    subject: str
+    """the thread's subject (prefixes such as ``Re:`` are normalised)"""
+    in_reply_to: str | None
+    """the Message-ID of the mail being answered"""
+    references: list[str] = field(default_factory=list)
+    """the chain of Message-IDs before it (the parent's References); the parent is appended"""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Composed:
+    kind: str
+    """``reply``, ``error`` or ``notice``"""
+    message: EmailMessage
+    message_id: str
+    in_reply_to: str | None
+    references: list[str]
+    subject: str
+    body: str
+    """the Markdown text the mail says (without footer): what the store and the history keep"""
+
+    def as_bytes(self) -> bytes:
+        return self.message.as_bytes()
+
+
+def reply_subject(subject: str) -> str:
+    rest = _REPLY_PREFIX.sub("", subject).strip()
+    return f"Re: {rest or '(no subject)'}"
+
+
+def reference_chain(ctx: MailContext) -> list[str]:
+    chain = list(dict.fromkeys([*ctx.references, *([ctx.in_reply_to] if ctx.in_reply_to else [])]))
+    if len(chain) > MAX_REFERENCES:
+        chain = [chain[0], *chain[-(MAX_REFERENCES - 1):]]
+    return chain
+
+
+@dataclass(kw_only=True)
+class Composer:
+    config: Config
+    templates: Traversable | None = None
+    """a folder whose templates override the bundled ones of the same name (:func:`templates_dir`)"""
+    clock: Callable[[], datetime] = lambda: datetime.now(UTC)
+    _env: jinja2.Environment = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        roots = [r for r in (self.templates, templates_dir()) if r is not None]
+        self._env = jinja2.Environment(
+            loader=jinja2.FunctionLoader(lambda name: _load(roots, name)),
+            autoescape=jinja2.select_autoescape(enabled_extensions=("html.j2",),
+                                                default_for_string=False),
+            undefined=jinja2.StrictUndefined,
+            keep_trailing_newline=True,
+            trim_blocks=True,
+            lstrip_blocks=True,
+        )
+
+    def render(self, template: str, **context: Any) -> str:
+        return self._env.get_template(template).render(**context)
+
+    def system_prompt(self, *, subject: str, now: datetime) -> str:
+        agent = self.config.agent
+        return self.render("system.md.j2", agent_name=agent.name, address=agent.address,
+                           owner=self.config.account.address, subject=subject,
+                           date=now.strftime("%A %d %B %Y"), time=now.strftime("%H:%M %Z")).strip()
+
+    def reply(self, ctx: MailContext, markdown: str) -> Composed:
+        """The agent's answer; ``markdown`` is the model's final text."""
+        return self._compose("reply", ctx, markdown.strip())
+
+    def error(self, ctx: MailContext, error: PizzamailError) -> Composed:
+        """A run that failed: what went wrong and how to fix it."""
+        body = self.render("error.md.j2", text=error.mail_text(), **self._names(ctx)).strip()
+        return self._compose("error", ctx, body)
+
+    def notice(self, ctx: MailContext, error: PizzamailError) -> Composed:
+        """No model configured: what to set up, then reply to start."""
+        body = self.render("notice.md.j2", message=error.message, hint=error.hint or "",
+                           **self._names(ctx)).strip()
+        return self._compose("notice", ctx, body)
+
+    def _names(self, ctx: MailContext) -> dict[str, Any]:
+        return {"thread_id": ctx.thread_id, "run_id": ctx.run_id, "agent_name": self.config.agent.name}
+
+    def _compose(self, kind: str, ctx: MailContext, body: str) -> Composed:
+        subject = reply_subject(ctx.subject)
+        refs = reference_chain(ctx)
+        names = self._names(ctx)
+        text = self.render("mail.txt.j2", body=body, **names)
+        html = self.render("mail.html.j2", body_html=Markup(markdown_html(body)), subject=subject,
+                           **names)
+        message_id = make_msgid(idstring=f"r{ctx.run_id}", domain=self.config.domain)[1:-1]
+        msg = self._headers(kind, ctx, subject, message_id, refs)
+        msg.set_content(text)
+        msg.add_alternative(html, subtype="html")
+        return Composed(kind=kind, message=msg, message_id=message_id, in_reply_to=ctx.in_reply_to,
+                        references=refs, subject=subject, body=body)
+
+    def _headers(
+        self, kind: str, ctx: MailContext, subject: str, message_id: str, refs: list[str]
+    ) -> EmailMessage:
+        agent, account = self.config.agent, self.config.account
+        msg = EmailMessage(policy=SMTP)
+        msg["From"] = Address(display_name=agent.name, addr_spec=agent.address)
+        msg["To"] = Address(addr_spec=account.address)
+        msg["Subject"] = subject
+        msg["Date"] = format_datetime(self.clock())
+        msg["Message-ID"] = f"<{message_id}>"
+        if ctx.in_reply_to:
+            msg["In-Reply-To"] = f"<{ctx.in_reply_to}>"
+        if refs:
+            msg["References"] = " ".join(f"<{r}>" for r in refs)
+        # RFC 3834: marks the mail as machine-written so well-behaved autoresponders stay quiet
+        msg["Auto-Submitted"] = "auto-replied"
+        msg["X-Pizzamail-Thread"] = str(ctx.thread_id)
+        msg["X-Pizzamail-Run"] = str(ctx.run_id)
+        msg["X-Pizzamail-Kind"] = kind
+        return msg
+
+
+def _load(roots: list[Traversable], name: str) -> str | None:
+    for root in roots:
+        path = root / name
+        if path.is_file():
+            return path.read_text(encoding="utf-8")
+    return None

@@ -1,0 +1,93 @@
+"""From ``[agent] model = "NAME:MODEL"`` to a ready :class:`Provider`.
+
+Provider *kinds* (wire formats) register in :data:`KINDS` through :func:`register_kind`; the built-in
+``openai`` kind registers exactly as a third-party one would. A *name* is a ``[providers.NAME]``
+section of config.toml that picks a kind, an endpoint and where its key is kept (``openai`` works
+without a section).
+
+Key lookup order: the keyring entry named ``key`` (default: the provider's name), then the
+environment variable ``key_env``. A missing key is :class:`ProviderNotConfigured`, whose hint is
+the whole recipe to fix it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from pizzamail.config import Config, ProviderSettings
+from pizzamail.errors import ProviderNotConfigured, SecretMissing
+from pizzamail.providers.openai import OpenAIProvider, Sleep
+from pizzamail.providers.types import Provider
+from pizzamail.secrets import SecretStore
+
+
+@dataclass(frozen=True, kw_only=True)
+class ProviderArgs:
+    """Everything a kind needs to build a provider."""
+
+    name: str
+    model: str
+    settings: ProviderSettings
+    api_key: str
+    sleep: Sleep = asyncio.sleep
+
+
+ProviderKind = Callable[[ProviderArgs], Provider]
+
+KINDS: dict[str, ProviderKind] = {}
+
+
+def register_kind(kind: str, factory: ProviderKind) -> None:
+    """Make ``kind = "..."`` usable in ``[providers.NAME]`` sections."""
+    KINDS[kind] = factory
+
+
+def _openai(args: ProviderArgs) -> Provider:
+    return OpenAIProvider(
+        name=args.name, base_url=args.settings.base_url, model=args.model, api_key=args.api_key,
+        timeout=args.settings.timeout, max_retries=args.settings.max_retries, sleep=args.sleep,
+    )
+
+
+register_kind("openai", _openai)
+
+
+def provider_for(config: Config, secrets: SecretStore, *, sleep: Sleep = asyncio.sleep) -> Provider:
+    """The provider for ``config.agent.model``; raises :class:`ProviderNotConfigured`."""
+    name, _, model = config.agent.model.partition(":")
+    settings = config.provider(name)
+    if settings is None:
+        raise ProviderNotConfigured(
+            f"no provider named {name!r} (from `[agent] model = \"{config.agent.model}\"`)",
+            hint=f"add a `[providers.{name}]` section with `base_url` to config.toml, or set"
+                 " `[agent] model` to a configured provider, such as \"openai:gpt-4.1-mini\"",
+        )
+    kind = KINDS.get(settings.kind)
+    if kind is None:
+        raise ProviderNotConfigured(
+            f"provider {name!r} has kind {settings.kind!r}, which this pizzamail does not know",
+            hint=f"set `kind` in `[providers.{name}]` to one of: " + ", ".join(sorted(KINDS)),
+        )
+    key = _api_key(name, config.agent.model, settings, secrets)
+    return kind(ProviderArgs(name=name, model=model, settings=settings, api_key=key, sleep=sleep))
+
+
+def _api_key(name: str, model: str, settings: ProviderSettings, secrets: SecretStore) -> str:
+    entry = settings.key or name
+    try:
+        return secrets.lookup(entry, env=settings.key_env or None, command=f"pizzamail keys set {entry}")
+    except SecretMissing:
+        raise ProviderNotConfigured(
+            f"no API key for the model provider {name!r}", hint=key_hint(name, entry, model, settings)
+        ) from None
+
+
+def key_hint(name: str, entry: str, model: str, settings: ProviderSettings) -> str:
+    env = f" or set the environment variable ${settings.key_env}" if settings.key_env else ""
+    return (
+        f"store the key with `pizzamail keys set {entry}`{env}. The model is chosen by"
+        f" `[agent] model` in config.toml (now \"{model}\") and the endpoint by"
+        f" `[providers.{name}] base_url` (now {settings.base_url})."
+    )

@@ -1,0 +1,59 @@
+"""What the model sees before a run's own steps: the system prompt and the thread so far."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pizzamail.composer import MailContext
+from pizzamail.providers.types import Message
+from pizzamail.store import Store
+from pizzamail.store.runs import Run
+from pizzamail.store.threads import Message as StoredMessage
+from pizzamail.store.threads import get_message, thread_messages
+
+#: bot mails that are the model's own words; errors and notices are ours, not the model's
+_SPOKEN_BY_MODEL = frozenset({"reply"})
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunContext:
+    """A run's thread as loaded at its start."""
+
+    subject: str
+    trigger: StoredMessage | None
+    """the message that asked for this run (None for runs not started by a mail)"""
+    earlier: list[StoredMessage]
+    """the thread's messages before the trigger, oldest first"""
+
+    def mail(self, run: Run) -> MailContext:
+        """Threading for the mail that answers the trigger (or the thread's latest message)."""
+        parent = self.trigger or (self.earlier[-1] if self.earlier else None)
+        refs = parent.refs if parent and parent.refs else [m.message_id for m in self.earlier
+                                                           if m is not parent]
+        return MailContext(thread_id=run.thread_id, run_id=run.id, subject=self.subject,
+                           in_reply_to=parent.message_id if parent else None, references=refs)
+
+
+async def load_context(store: Store, run: Run) -> RunContext:
+    row = await store.fetchone("SELECT subject FROM threads WHERE id = ?", (run.thread_id,))
+    subject = str(row["subject"]) if row else ""
+    trigger = await get_message(store, run.message_id) if run.message_id is not None else None
+    messages = await thread_messages(store, run.thread_id)
+    if trigger is not None:
+        messages = [m for m in messages if m.id < trigger.id]
+    return RunContext(subject=subject, trigger=trigger, earlier=messages)
+
+
+def history(ctx: RunContext, *, limit: int) -> list[Message]:
+    """The thread in order: the user's mails as user turns, the bot's replies as assistant turns."""
+    shown = [m for m in ctx.earlier if m.direction == "in" or m.kind in _SPOKEN_BY_MODEL][-limit:]
+    turns = [_turn(m) for m in shown]
+    if ctx.trigger is not None:
+        turns.append(_turn(ctx.trigger))
+    return turns
+
+
+def _turn(message: StoredMessage) -> Message:
+    if message.direction == "in":
+        return Message(role="user", content=message.body)
+    return Message(role="assistant", content=message.body)

@@ -1,0 +1,37 @@
+"""The end of a run: its mail and its final status, committed together.
+
+The reply (or error mail) row and ``finish_run`` share one transaction, so after a crash a run is
+either still unfinished (and resumes) or finished with exactly one mail. Filing into the Maildir
+comes after the commit; what a crash leaves unfiled is filed at the next start.
+"""
+
+from __future__ import annotations
+
+from pizzamail.composer import Composed
+from pizzamail.store import Store
+from pizzamail.store.blobs import BlobStore
+from pizzamail.store.runs import Run, finish_run
+from pizzamail.store.threads import NewMessage, add_message, log_event
+
+
+async def conclude(
+    store: Store, blobs: BlobStore, run: Run, mail: Composed, *, sender: str, status: str,
+    error: str | None = None, model: str | None = None,
+) -> bool:
+    """Record the run's mail and finish it. False if the run was no longer ours to finish."""
+    data = mail.as_bytes()
+    digest = blobs.put(data)  # before the row that names it, so a committed row has its blob
+    async with store.write() as db:
+        async with db.execute("SELECT status FROM runs WHERE id = ?", (run.id,)) as cursor:
+            row = await cursor.fetchone()
+        if row is None or row["status"] != "running":
+            return False
+        await add_message(db, run.thread_id, NewMessage(
+            message_id=mail.message_id, in_reply_to=mail.in_reply_to, refs=mail.references,
+            direction="out", kind=mail.kind, sender=sender, subject=mail.subject, body=mail.body,
+            blob=digest, size=len(data), folder="INBOX", flags="", run_id=run.id,
+        ))
+        await finish_run(db, run, status=status, error=error, model=model)
+        await log_event(db, f"run.{status}", thread_id=run.thread_id, run_id=run.id,
+                        mail=mail.kind, error=error)
+    return True

@@ -1,0 +1,282 @@
+"""The runner: a pool of asyncio workers that take queued runs and drive them to one mail each.
+
+Workers wait on a wake-up event (``wake()``, called by intake after it commits a task) with a slow
+poll as fallback, so runs queued by another process (``pizzamail task``) are found too. Every run
+ends with exactly one mail in its thread: the reply, an error report, or a notice that no model is
+configured. A run interrupted by ``stop()`` goes back to the queue and resumes from its checkpoints.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from pizzamail.composer import Composed, Composer
+from pizzamail.config import Config
+from pizzamail.errors import PizzamailError, ProviderNotConfigured, RunError
+from pizzamail.mailbox import Mailbox
+from pizzamail.mailbox.filing import file_pending
+from pizzamail.providers.registry import provider_for
+from pizzamail.providers.types import Message, Provider, Response
+from pizzamail.runner.history import RunContext, history, load_context
+from pizzamail.runner.loop import Transcript, drive
+from pizzamail.runner.outcome import conclude
+from pizzamail.runner.steps import AgentStep, step_from_row
+from pizzamail.secrets import SecretStore
+from pizzamail.store import Store
+from pizzamail.store.blobs import BlobStore
+from pizzamail.store.runs import Run, add_step, claim_next, release_runs, requeue_interrupted, steps_of
+from pizzamail.tools import ToolRegistry
+
+log = logging.getLogger("pizzamail.runner")
+
+#: how many finished runs ``wait_for`` remembers
+_KEEP_OUTCOMES = 1000
+
+
+def _utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+@dataclass(kw_only=True)
+class Runner:
+    store: Store
+    mailbox: Mailbox
+    blobs: BlobStore
+    config: Config
+    provider_factory: Callable[[], Provider] | None = None
+    """called once per run (so a key stored while serving is used by the next run); raises
+    ProviderNotConfigured when no model is set up. Default: :func:`provider_for` with ``secrets``"""
+    secrets: SecretStore | None = None
+    """where API keys are looked up; needed only without a ``provider_factory``"""
+    composer: Composer | None = None
+    """renders the mails; default: ``Composer(config=config)`` with the bundled templates"""
+    tools: ToolRegistry = field(default_factory=ToolRegistry)
+    filer: Callable[[], Awaitable[object]] | None = None
+    """files committed mail into the Maildir. Pass the service's one serialised filer: two
+    ``file_pending`` passes at once could index a message twice. Default: a filer of our own"""
+    poll_interval: float = 2.0
+    """seconds between looks at the queue when nobody calls ``wake()``"""
+    on_filed: Callable[[], None] | None = None
+    """called after a run's mail is filed into the Maildir (IMAP is already notified by then)"""
+    clock: Callable[[], datetime] = _utcnow
+    _tasks: list[asyncio.Task[None]] = field(default_factory=list, init=False)
+    _stopping: bool = field(default=False, init=False)
+    _cancellable: set[asyncio.Task[Any]] = field(default_factory=set, init=False)
+    _interrupted: list[int] = field(default_factory=list, init=False)
+    _kick: asyncio.Event = field(default_factory=asyncio.Event, init=False)
+    _busy: dict[int, int] = field(default_factory=dict, init=False)  # run id -> thread id
+    _filing: asyncio.Lock = field(default_factory=asyncio.Lock, init=False)
+    _outcomes: dict[int, str] = field(default_factory=dict, init=False)
+    _finished: dict[int, asyncio.Event] = field(default_factory=dict, init=False)
+    _new_provider: Callable[[], Provider] = field(init=False, repr=False)
+    _mails: Composer = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.provider_factory is not None:
+            self._new_provider = self.provider_factory
+        elif self.secrets is not None:
+            config, secrets = self.config, self.secrets
+            self._new_provider = lambda: provider_for(config, secrets)
+        else:
+            raise TypeError("Runner needs a provider_factory or a SecretStore (secrets=...)")
+        self._mails = self.composer or Composer(config=self.config)
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        requeued = await requeue_interrupted(self.store)
+        if requeued:
+            log.info("resuming %d interrupted run(s): %s", len(requeued), requeued)
+        self._stopping = False
+        self._kick.set()  # look at the queue at once
+        self._tasks = [asyncio.create_task(self._worker(), name=f"pizzamail-runner-{n}")
+                       for n in range(self.config.runner.concurrency)]
+        log.info("runner started with %d worker(s)", len(self._tasks))
+
+    async def stop(self) -> None:
+        """Stop the workers and wait for them; runs in flight go back to the queue.
+
+        A worker waiting on the model or a tool is cancelled; one writing to the store finishes
+        that write first (a transaction cancelled halfway could leave the connection inside it)
+        and stops at its next model or tool call.
+        """
+        self._stopping = True
+        self._kick.set()  # idle workers wake up and leave
+        for task in list(self._cancellable):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._tasks = []
+        interrupted, self._interrupted = self._interrupted, []
+        await release_runs(self.store, interrupted)
+        if interrupted:
+            log.info("runner stopped; run(s) %s will resume at the next start", interrupted)
+
+    async def __aenter__(self) -> Runner:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    def wake(self) -> None:
+        """New runs are queued: an idle worker looks now instead of at the next poll."""
+        self._kick.set()
+
+    @property
+    def running(self) -> bool:
+        return any(not t.done() for t in self._tasks)
+
+    async def wait_for(self, run_id: int) -> str:
+        """Wait until this runner finished ``run_id``; returns its status. Wrap in a timeout."""
+        if run_id not in self._outcomes:
+            await self._finished.setdefault(run_id, asyncio.Event()).wait()
+        return self._outcomes[run_id]
+
+    # -- workers -----------------------------------------------------------------------------
+
+    async def _worker(self) -> None:
+        while not self._stopping:
+            run = await self._claim()
+            if run is None:
+                await self._idle()
+                continue
+            self._kick.set()  # there may be more queued: let another idle worker look too
+            self._busy[run.id] = run.thread_id
+            try:
+                status = await self.work(run)
+            except asyncio.CancelledError:
+                self._interrupted.append(run.id)
+                raise
+            except Exception:  # e.g. the database failed while recording the end: keep the worker
+                log.exception("run %d could not be finished; it resumes at the next start", run.id)
+                status = "interrupted"
+            finally:
+                self._busy.pop(run.id, None)
+            self._record_outcome(run.id, status)
+
+    def _record_outcome(self, run_id: int, status: str) -> None:
+        self._outcomes[run_id] = status
+        while len(self._outcomes) > _KEEP_OUTCOMES:  # a long-lived server must not grow forever
+            self._outcomes.pop(next(iter(self._outcomes)))
+        event = self._finished.pop(run_id, None)
+        if event is not None:
+            event.set()
+
+    @contextlib.contextmanager
+    def _interruptible(self) -> Iterator[None]:
+        """The only stretch in which ``stop()`` cancels a worker: a model or tool call."""
+        task = asyncio.current_task()
+        assert task is not None
+        if self._stopping:
+            raise asyncio.CancelledError
+        self._cancellable.add(task)
+        try:
+            yield
+        finally:
+            self._cancellable.discard(task)
+
+    async def _claim(self) -> Run | None:
+        try:
+            return await claim_next(self.store, exclude_threads=set(self._busy.values()))
+        except Exception:  # the database may be busy or broken: keep the worker, try again later
+            log.exception("could not look for queued runs")
+            return None
+
+    async def _idle(self) -> None:
+        # stop() does not cancel idle workers: it sets the kick and they leave by themselves
+        if self._stopping:
+            return
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(self.poll_interval):
+                await self._kick.wait()
+        if not self._stopping:  # stop()'s kick must stay set for workers still on their way here
+            self._kick.clear()
+
+    # -- one run -----------------------------------------------------------------------------
+
+    async def work(self, run: Run) -> str:
+        """Drive one claimed run to its mail; returns the run's final status."""
+        log.info("run %d started (thread %d, attempt %d)", run.id, run.thread_id, run.attempts)
+        ctx = await load_context(self.store, run)
+        try:
+            if run.attempts > self.config.runner.max_attempts:
+                raise RunError(
+                    f"gave up after {run.attempts - 1} attempts that were interrupted",
+                    hint="see the server log; the limit is `[runner] max_attempts` in config.toml",
+                )
+            response = await self._agent(run, ctx)
+            if not response.text.strip():
+                raise RunError(f"the model finished without an answer ({response.finish_reason})")
+            reply = self._mails.reply(ctx.mail(run), response.text)
+        except ProviderNotConfigured as exc:
+            log.warning("run %d: no model configured: %s", run.id, exc.message)
+            mail = self._mails.notice(ctx.mail(run), exc)
+            return await self._finish(run, mail, status="failed", error=exc.message)
+        except PizzamailError as exc:
+            log.warning("run %d failed: %s", run.id, exc.message)
+            return await self._finish(run, self._mails.error(ctx.mail(run), exc), status="failed",
+                                      error=exc.message)
+        except Exception as exc:  # our bug: never silent, in the log and in the thread
+            log.exception("run %d hit an internal error", run.id)
+            error = RunError(f"pizzamail hit an internal error ({type(exc).__name__})",
+                             hint="the details are in the server log; reply to this mail to try again")
+            return await self._finish(run, self._mails.error(ctx.mail(run), error), status="failed",
+                                      error=error.message)
+        return await self._finish(run, reply, status="done")
+
+    async def _agent(self, run: Run, ctx: RunContext) -> Response:
+        transcript = await self._transcript(run, ctx)
+        provider = self._new_provider()
+        try:
+            return await drive(
+                provider=provider, tools=self.tools, transcript=transcript,
+                max_steps=self.config.agent.max_steps,
+                checkpoint=lambda seq, step: self._checkpoint(run, seq, step),
+                interruptible=self._interruptible,
+            )
+        finally:
+            await provider.aclose()
+
+    async def _transcript(self, run: Run, ctx: RunContext) -> Transcript:
+        system = self._mails.system_prompt(subject=ctx.subject, now=self.clock())
+        base = [Message(role="system", content=system),
+                *history(ctx, limit=self.config.agent.history_messages)]
+        rows = await steps_of(self.store, run.id)
+        if rows:
+            log.info("run %d: replaying %d checkpointed step(s)", run.id, len(rows))
+        next_seq = rows[-1].seq + 1 if rows else 0
+        return Transcript(base=base, steps=[step_from_row(r) for r in rows], next_seq=next_seq)
+
+    async def _checkpoint(self, run: Run, seq: int, step: AgentStep) -> None:
+        async with self.store.write() as db:
+            await add_step(db, run.id, seq, step.kind, step.to_data())
+
+    async def _finish(self, run: Run, mail: Composed, *, status: str, error: str | None = None) -> str:
+        done = await conclude(self.store, self.blobs, run, mail, sender=self.config.agent.address,
+                              status=status, error=error, model=self.config.agent.model)
+        if not done:
+            log.warning("run %d was finished elsewhere; its %s mail is dropped", run.id, mail.kind)
+            return "lost"
+        log.info("run %d %s (%s mail)", run.id, status, mail.kind)
+        await self._file()
+        return status
+
+    async def _file(self) -> None:
+        try:
+            if self.filer is not None:
+                await self.filer()
+            else:
+                # one pass at a time: two concurrent passes could index the same row twice
+                async with self._filing:
+                    await file_pending(self.mailbox, self.blobs)
+        except Exception:  # committed mail is filed at the next start; the run is done anyway
+            log.exception("could not file new mail into the Maildir")
+            return
+        if self.on_filed is not None:
+            self.on_filed()

@@ -1,0 +1,1 @@
+"""Scripted stand-ins for the outside world: only the model is faked, over real HTTP."""

@@ -1,0 +1,217 @@
+"""The worker pool: resuming from checkpoints, attempts, concurrency, polling and a clean stop."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pizzamail.composer import Composer
+from pizzamail.config import RunnerSettings
+from pizzamail.providers import Response, ToolCall
+from pizzamail.runner import pool
+from pizzamail.store.runs import add_step, claim_next, steps_of
+from pizzamail.store.threads import thread_messages
+from tests.fakes.openai_server import FakeOpenAI, gated, text
+from tests.runner.conftest import TIMEOUT, Harness, bot_mails, plain
+
+LOOKUP = Response(tool_calls=[ToolCall(id="call_9", name="lookup", arguments={"q": "x"},
+                                       raw_arguments='{"q":"x"}')], model="gpt-4.1-mini",
+                  finish_reason="tool_calls")
+
+
+async def crashed_run(harness: Harness, steps: list[tuple[str, dict[str, Any]]]) -> int:
+    """A run left ``running`` by a crash after checkpointing ``steps``."""
+    run_id = await harness.task("Look up x")
+    run = await claim_next(harness.store, exclude_threads=set())
+    assert run is not None and run.id == run_id
+    async with harness.store.write() as db:
+        for seq, (kind, data) in enumerate(steps):
+            await add_step(db, run_id, seq, kind, data)
+    return run_id
+
+
+async def test_a_resumed_run_replays_its_steps_instead_of_calling_the_model_again(
+    harness: Harness, fake_openai: FakeOpenAI
+) -> None:
+    tool_result = {"call_id": "call_9", "name": "lookup", "text": "x is 42", "is_error": False}
+    run_id = await crashed_run(harness, [("model", LOOKUP.to_data()), ("tool", tool_result)])
+    fake_openai.script([text("x is 42.")])
+    async with harness.running() as runner:  # start() puts the interrupted run back in the queue
+        assert await harness.finish(runner, run_id) == "done"
+    [request] = fake_openai.requests
+    echoed, result = request.messages[-2:]
+    assert echoed["tool_calls"][0]["function"] == {"name": "lookup", "arguments": '{"q":"x"}'}
+    assert result == {"role": "tool", "tool_call_id": "call_9", "content": "x is 42"}
+    assert [s.kind for s in await steps_of(harness.store, run_id)] == ["model", "tool", "model"]
+    assert len(await bot_mails(harness.mailbox)) == 1
+
+
+async def test_a_run_that_crashed_after_its_final_answer_only_writes_the_reply(
+    harness: Harness, fake_openai: FakeOpenAI
+) -> None:
+    final = Response(text="The answer, already paid for.", model="gpt-4.1-mini", finish_reason="stop")
+    run_id = await crashed_run(harness, [("model", final.to_data())])
+    async with harness.running() as runner:
+        assert await harness.finish(runner, run_id) == "done"
+    assert fake_openai.requests == []
+    [(_, mail)] = await bot_mails(harness.mailbox)
+    assert "The answer, already paid for." in plain(mail)
+    replies = [m for m in await thread_messages(harness.store, 1) if m.kind == "reply"]
+    assert len(replies) == 1
+
+
+async def test_a_tool_call_without_a_recorded_result_is_answered_on_resume(
+    harness: Harness, fake_openai: FakeOpenAI
+) -> None:
+    run_id = await crashed_run(harness, [("model", LOOKUP.to_data())])
+    fake_openai.script([text("Could not look it up.")])
+    async with harness.running() as runner:
+        assert await harness.finish(runner, run_id) == "done"
+    [request] = fake_openai.requests
+    assert request.messages[-1]["tool_call_id"] == "call_9"
+    assert [s.kind for s in await steps_of(harness.store, run_id)] == ["model", "tool", "model"]
+
+
+async def test_a_run_interrupted_too_often_fails(harness: Harness, fake_openai: FakeOpenAI) -> None:
+    run_id = await crashed_run(harness, [])
+    async with harness.store.write() as db:
+        await db.execute("UPDATE runs SET attempts = 3 WHERE id = ?", (run_id,))
+    async with harness.running() as runner:
+        assert await harness.finish(runner, run_id) == "failed"
+    assert fake_openai.requests == []
+    body = plain((await bot_mails(harness.mailbox))[0][1])
+    assert "Gave up after 3 attempts that were interrupted" in body and "max_attempts" in body
+
+
+async def test_workers_run_in_parallel_up_to_the_concurrency(
+    harness: Harness, fake_openai: FakeOpenAI
+) -> None:
+    gate = threading.Event()
+    fake_openai.script([gated(text("one"), gate), gated(text("two"), gate)])
+    first = await harness.task("first", subject="A")
+    second = await harness.task("second", subject="B")
+    async with harness.running() as runner:
+        runner.wake()
+        # both requests are in flight at once before either is answered
+        await asyncio.to_thread(fake_openai.wait_requests, 2, TIMEOUT)
+        gate.set()
+        statuses = [await harness.finish(runner, r) for r in (first, second)]
+    assert statuses == ["done", "done"]
+    assert len(await bot_mails(harness.mailbox)) == 2
+
+
+async def test_one_worker_takes_runs_one_at_a_time(harness: Harness, fake_openai: FakeOpenAI) -> None:
+    harness = harness.with_config(runner=RunnerSettings(concurrency=1))
+    gate = threading.Event()
+    fake_openai.script([gated(text("one"), gate), text("two")])
+    first = await harness.task("first", subject="A")
+    second = await harness.task("second", subject="B")
+    async with harness.running() as runner:
+        await asyncio.to_thread(fake_openai.wait_requests, 1, TIMEOUT)
+        row = await harness.store.fetchone("SELECT status FROM runs WHERE id = ?", (second,))
+        assert row is not None and row["status"] == "queued"
+        gate.set()
+        assert [await harness.finish(runner, r) for r in (first, second)] == ["done", "done"]
+
+
+async def test_runs_queued_by_another_process_are_found_by_polling(
+    harness: Harness, fake_openai: FakeOpenAI
+) -> None:
+    fake_openai.script([text("found you")])
+    async with harness.running(poll_interval=0.05) as runner:
+        run_id = await harness.task("queued elsewhere")  # nobody calls wake()
+        assert await asyncio.wait_for(runner.wait_for(run_id), TIMEOUT) == "done"
+
+
+async def test_stop_leaves_nothing_running_and_the_run_resumes_later(
+    harness: Harness, fake_openai: FakeOpenAI
+) -> None:
+    gate = threading.Event()
+    fake_openai.script([gated(text("never delivered"), gate)])
+    run_id = await harness.task("Long task")
+    runner = harness.runner()
+    await runner.start()
+    await asyncio.to_thread(fake_openai.wait_requests, 1, TIMEOUT)
+    await runner.stop()
+    gate.set()
+    assert not runner.running
+    assert asyncio.all_tasks() == {asyncio.current_task()}
+    row = await harness.store.fetchone("SELECT status, attempts FROM runs WHERE id = ?", (run_id,))
+    assert row is not None and (row["status"], row["attempts"]) == ("queued", 0)
+    assert await bot_mails(harness.mailbox) == []
+
+    fake_openai.script([text("Finished after the restart.")])
+    async with harness.running() as again:
+        assert await harness.finish(again, run_id) == "done"
+    [(_, mail)] = await bot_mails(harness.mailbox)
+    assert "Finished after the restart." in plain(mail)
+
+
+async def test_the_filed_hook_runs_after_the_reply_is_in_the_maildir(
+    harness: Harness, fake_openai: FakeOpenAI
+) -> None:
+    seen: list[int] = []
+    fake_openai.script([text("hello")])
+    run_id = await harness.task("hi")
+
+    async def filer() -> int:
+        from pizzamail.mailbox.filing import file_pending
+        return await file_pending(harness.mailbox, harness.blobs)
+
+    def filed() -> None:
+        seen.append(len(asyncio.all_tasks()))
+
+    async with harness.running(filer=filer, on_filed=filed) as runner:
+        await harness.finish(runner, run_id)
+    assert len(seen) == 1
+    assert len(await bot_mails(harness.mailbox)) == 1
+
+
+async def test_a_reply_that_cannot_be_rendered_becomes_an_error_mail(
+    harness: Harness, fake_openai: FakeOpenAI, tmp_path: Path
+) -> None:
+    templates = tmp_path / "templates"
+    templates.mkdir()
+    (templates / "mail.txt.j2").write_text("{% if 'boom' in body %}{{ missing }}{% endif %}{{ body }}")
+    fake_openai.script([text("boom")])
+    run_id = await harness.task("Break the template")
+    async with harness.running(composer=Composer(config=harness.config, templates=templates)) as runner:
+        assert await harness.finish(runner, run_id) == "failed"
+    [(_, mail)] = await bot_mails(harness.mailbox)
+    assert "internal error (UndefinedError)" in plain(mail)
+
+
+async def test_a_worker_survives_a_run_it_could_not_finish(
+    harness: Harness, fake_openai: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real = pool.conclude
+    failures = [RuntimeError("disk full")]
+
+    async def flaky(*args: Any, **kwargs: Any) -> bool:
+        if failures:
+            raise failures.pop()
+        return await real(*args, **kwargs)
+
+    monkeypatch.setattr(pool, "conclude", flaky)
+    harness = harness.with_config(runner=RunnerSettings(concurrency=1))
+    fake_openai.script([text("lost"), text("kept")])
+    first = await harness.task("first", subject="A")
+    second = await harness.task("second", subject="B")
+    async with harness.running() as runner:
+        assert await harness.finish(runner, first) == "interrupted"
+        assert await harness.finish(runner, second) == "done"
+        row = await harness.store.fetchone("SELECT status FROM runs WHERE id = ?", (first,))
+        assert row is not None and row["status"] == "running"  # resumed at the next start
+
+
+async def test_stopping_right_after_a_wake_never_hangs(harness: Harness) -> None:
+    for _ in range(20):
+        runner = harness.runner(poll_interval=0.01)
+        await runner.start()
+        runner.wake()
+        await asyncio.wait_for(runner.stop(), TIMEOUT)
+        assert not runner.running

@@ -1,0 +1,151 @@
+"""Pure parts: subjects and references, backoff, argument parsing, wire shapes, key lookup, history."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pizzamail.composer import Composer, MailContext, reference_chain, reply_subject
+from pizzamail.composer.render import markdown_html, templates_dir
+from pizzamail.config import AgentSettings, Config, ProviderSettings
+from pizzamail.errors import ProviderNotConfigured, RunError
+from pizzamail.providers import Message, provider_for
+from pizzamail.providers.openai import MAX_WAIT, OpenAIProvider, backoff, parse_arguments, wire_message
+from pizzamail.runner.history import RunContext, history
+from pizzamail.runner.steps import step_from_row
+from pizzamail.secrets import SecretStore
+from pizzamail.store.runs import Run, Step
+from pizzamail.store.threads import Message as StoredMessage
+
+
+@pytest.mark.parametrize(("subject", "expected"), [
+    ("Summarise issues", "Re: Summarise issues"),
+    ("Re: Summarise issues", "Re: Summarise issues"),
+    ("RE: re: Re[2]: AW: x", "Re: x"),
+    ("", "Re: (no subject)"),
+    ("Regarding: the plan", "Re: Regarding: the plan"),
+])
+def test_reply_subject_never_stacks_prefixes(subject: str, expected: str) -> None:
+    assert reply_subject(subject) == expected
+
+
+def test_reference_chain_keeps_the_root_and_the_latest() -> None:
+    ctx = MailContext(thread_id=1, run_id=1, subject="s", in_reply_to="last@x",
+                      references=[f"m{i}@x" for i in range(30)])
+    chain = reference_chain(ctx)
+    assert len(chain) == 20 and chain[0] == "m0@x" and chain[-1] == "last@x"
+
+
+def test_templates_come_from_the_repo_when_running_from_source() -> None:
+    root = templates_dir()
+    assert Path(str(root)) == Path(__file__).resolve().parents[2] / "templates"
+    for name in ("mail.txt.j2", "mail.html.j2", "error.md.j2", "notice.md.j2", "system.md.j2"):
+        assert (root / name).is_file()
+
+
+def test_a_templates_folder_overrides_bundled_templates_one_by_one(tmp_path: Path) -> None:
+    (tmp_path / "mail.txt.j2").write_text("custom {{ body }}")
+    composer = Composer(config=Config(), templates=tmp_path)
+    ctx = MailContext(thread_id=1, run_id=2, subject="s", in_reply_to=None)
+    mail = composer.reply(ctx, "hi")
+    assert mail.message.get_body(("plain",)).get_content() == "custom hi\n"  # type: ignore[union-attr]
+    assert "<p>hi</p>" in mail.message.get_body(("html",)).get_content()  # type: ignore[union-attr]
+    assert "In-Reply-To" not in mail.message
+
+
+def test_html_autoescapes_the_subject() -> None:
+    composer = Composer(config=Config())
+    ctx = MailContext(thread_id=1, run_id=2, subject="<b>bold</b>", in_reply_to="a@x")
+    html = composer.reply(ctx, "hi").message.get_body(("html",)).get_content()  # type: ignore[union-attr]
+    assert "<title>Re: &lt;b&gt;bold&lt;/b&gt;</title>" in html
+
+
+def test_markdown_html_drops_dangerous_markup() -> None:
+    assert markdown_html("<b onclick=x>hi</b>") == "<p>&lt;b onclick=x&gt;hi&lt;/b&gt;</p>\n"
+    assert 'rel="noopener noreferrer"' in markdown_html("[a](https://example.org)")
+
+
+def test_backoff_honours_retry_after_and_grows_with_jitter() -> None:
+    assert backoff(0, "7") == 7.0
+    assert backoff(0, "100000") == MAX_WAIT
+    assert backoff(0, "Wed, 21 Oct 2015 07:28:00 GMT", jitter=lambda: 0.0) == 0.5
+    assert [backoff(n, None, jitter=lambda: 1.0) for n in range(4)] == [1.0, 2.0, 4.0, 8.0]
+    assert backoff(20, None, jitter=lambda: 1.0) == MAX_WAIT
+
+
+@pytest.mark.parametrize(("raw", "arguments", "problem"), [
+    ('{"a": 1}', {"a": 1}, None),
+    ("", {}, None),
+    ("[1, 2]", {}, "must be a JSON object"),
+    ('{"a": ', {}, "not valid JSON"),
+])
+def test_tool_arguments_are_validated(raw: str, arguments: dict[str, int], problem: str | None) -> None:
+    parsed, error = parse_arguments(raw)
+    assert parsed == arguments
+    assert (error is None) if problem is None else (error is not None and problem in error)
+
+
+def test_a_tool_error_is_marked_in_the_text_for_chat_completions() -> None:
+    message = Message(role="tool", content="boom", tool_call_id="c1", is_error=True)
+    assert wire_message(message) == {"role": "tool", "tool_call_id": "c1", "content": "ERROR: boom"}
+
+
+def _secrets(tmp_path: Path) -> SecretStore:
+    return SecretStore(fallback=tmp_path / "secrets.json", scope="t", use_keyring=False)
+
+
+async def test_the_key_comes_from_the_environment_when_not_stored(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-env")
+    provider = provider_for(Config(), _secrets(tmp_path))
+    assert isinstance(provider, OpenAIProvider)
+    assert (provider.api_key, provider.model, provider.base_url) == (
+        "sk-env", "gpt-4.1-mini", "https://api.openai.com/v1")
+    await provider.aclose()
+
+
+async def test_a_named_provider_uses_its_own_keyring_entry(tmp_path: Path) -> None:
+    secrets = _secrets(tmp_path)
+    secrets.set("local-key", "sk-local")
+    config = Config(agent=AgentSettings(model="local:llama3"),
+                    providers={"local": ProviderSettings(base_url="http://127.0.0.1:9/v1", key="local-key")})
+    provider = provider_for(config, secrets)
+    assert isinstance(provider, OpenAIProvider)
+    assert (provider.name, provider.api_key, provider.model) == ("local", "sk-local", "llama3")
+    await provider.aclose()
+
+
+def test_a_missing_key_explains_every_way_to_fix_it(tmp_path: Path) -> None:
+    with pytest.raises(ProviderNotConfigured) as caught:
+        provider_for(Config(), _secrets(tmp_path))
+    hint = caught.value.hint or ""
+    for needed in ("`pizzamail keys set openai`", "$OPENAI_API_KEY", "`[agent] model`",
+                   '"openai:gpt-4.1-mini"', "`[providers.openai] base_url`"):
+        assert needed in hint
+
+
+def _stored(row: int, direction: str, kind: str, body: str) -> StoredMessage:
+    return StoredMessage(id=row, thread_id=1, message_id=f"m{row}@x", in_reply_to=None, refs=[],
+                         direction=direction, kind=kind, sender="s", subject="s", body=body, blob="b",
+                         size=1, folder="INBOX", flags="", run_id=None, created_at="t")
+
+
+def test_history_is_bounded_and_leaves_out_our_own_notices() -> None:
+    earlier = [_stored(1, "in", "task", "q1"), _stored(2, "out", "reply", "a1"),
+               _stored(3, "in", "task", "q2"), _stored(4, "out", "error", "it broke")]
+    ctx = RunContext(subject="s", trigger=_stored(5, "in", "task", "q3"), earlier=earlier)
+    assert [(m.role, m.content) for m in history(ctx, limit=2)] == [
+        ("assistant", "a1"), ("user", "q2"), ("user", "q3")]
+    run = Run(id=7, thread_id=1, message_id=5, status="running", attempts=1, model=None, error=None,
+              created_at="t", started_at=None, finished_at=None)
+    mail = ctx.mail(run)
+    assert mail.in_reply_to == "m5@x" and mail.references == ["m1@x", "m2@x", "m3@x", "m4@x"]
+
+
+def test_an_unreadable_checkpoint_is_a_run_error() -> None:
+    with pytest.raises(RunError, match="unknown kind"):
+        step_from_row(Step(seq=3, kind="mystery", data={}))
+    with pytest.raises(RunError, match="unreadable"):
+        step_from_row(Step(seq=4, kind="tool", data={"text": "x"}))
