@@ -94,7 +94,8 @@ class Service:
         if self.demo_data:
             log.info("demo data: %d sample message(s) added", await seed_demo_data(mailbox))
         runner = Runner(
-            store=store, mailbox=mailbox, blobs=blobs, config=self.config, secrets=self.secrets
+            store=store, mailbox=mailbox, blobs=blobs, config=self.config, secrets=self.secrets,
+            filer=filer.run,
         )
         await runner.start()
         stack.push_async_callback(runner.stop)

@@ -53,7 +53,8 @@ def test_task_creates_a_thread_listed_by_threads(tmp_path: Path) -> None:
     assert "thread 1: queued" in result.output
     assert "not running" in result.output
     rows = json.loads(run(tmp_path, "threads", "--json").output)
-    assert [(r["id"], r["status"], r["subject"]) for r in rows] == [(1, "queued", "Summarise the release notes")]
+    summary = [(r["id"], r["status"], r["subject"]) for r in rows]
+    assert summary == [(1, "queued", "Summarise the release notes")]
     assert "Summarise the release notes" in run(tmp_path, "threads").output
 
 

@@ -1,0 +1,124 @@
+"""``pizzamail serve`` as a real subprocess in a temp home, on free ports, with a fake model."""
+
+from __future__ import annotations
+
+import email.policy
+import email.utils
+import os
+import queue
+import re
+import signal
+import smtplib
+import subprocess
+import sys
+import threading
+from dataclasses import dataclass, field
+from email.message import EmailMessage
+from pathlib import Path
+
+from pizzamail.home import Home
+from pizzamail.secrets import secret_store
+
+REPO = Path(__file__).resolve().parents[2]
+OWNER, BOT = "me@pizzamail.localhost", "bot@pizzamail.localhost"
+
+
+def write_config(home: Path, *, base_url: str | None) -> None:
+    home.mkdir(mode=0o700, parents=True, exist_ok=True)
+    provider = f'\n[providers.openai]\nbase_url = "{base_url}"\nmax_retries = 0\n' if base_url else ""
+    (home / "config.toml").write_text(
+        "[server]\nsmtp_port = 0\nimap_port = 0\nhttp_port = 0\n"
+        "[agent]\nmodel = \"openai:fake-model\"\n" + provider
+    )
+
+
+@dataclass(kw_only=True)
+class Served:
+    home: Path
+    env: dict[str, str]
+    proc: subprocess.Popen[str] | None = None
+    smtp: int = 0
+    imap: int = 0
+    output: list[str] = field(default_factory=list)
+    _lines: queue.Queue[str | None] = field(default_factory=queue.Queue)
+
+    def start(self, *args: str, timeout: float = 30) -> Served:
+        self.output, self._lines = [], queue.Queue()
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "pizzamail", "serve", *args], env=self.env, text=True,
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        )
+        threading.Thread(target=self._pump, args=(self.proc, self._lines), daemon=True).start()
+        self.wait_for("pizzamail is ready", timeout)
+        text = "\n".join(self.output)
+        self.imap = int(_match(r"IMAP server\s+\S+ port (\d+)", text))
+        self.smtp = int(_match(r"SMTP server\s+\S+ port (\d+)", text))
+        return self
+
+    @staticmethod
+    def _pump(proc: subprocess.Popen[str], lines: queue.Queue[str | None]) -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            lines.put(line.rstrip("\n"))
+        lines.put(None)
+
+    def wait_for(self, needle: str, timeout: float = 30) -> str:
+        """Block until the server prints a line containing ``needle``."""
+        for line in self.output:
+            if needle in line:
+                return line
+        while True:
+            line = self._lines.get(timeout=timeout)
+            if line is None:
+                raise AssertionError(f"serve exited before {needle!r}:\n" + "\n".join(self.output))
+            self.output.append(line)
+            if needle in line:
+                return line
+
+    @property
+    def password(self) -> str:
+        return secret_store(Home(root=self.home)).account_password()
+
+    def send(self, msg: EmailMessage) -> None:
+        with smtplib.SMTP("127.0.0.1", self.smtp, timeout=10) as client:
+            client.login("me", self.password)
+            client.send_message(msg)
+
+    def stop(self, sig: int = signal.SIGTERM) -> int:
+        assert self.proc is not None
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+        code = self.proc.wait(timeout=30)
+        while (line := self._lines.get(timeout=10)) is not None:
+            self.output.append(line)
+        assert self.proc.stdout is not None
+        self.proc.stdout.close()
+        self.proc = None
+        return code
+
+
+def serve_env(home: Path) -> dict[str, str]:
+    return {
+        **os.environ, "PIZZAMAIL_HOME": str(home), "PYTHONPATH": str(REPO),
+        "PYTHON_KEYRING_BACKEND": "keyring.backends.fail.Keyring", "OPENAI_API_KEY": "sk-fake",
+    }
+
+
+def task_mail(body: str, *, subject: str = "Plan the team offsite", msgid: str | None = None,
+              reply_to: EmailMessage | None = None) -> EmailMessage:
+    msg = EmailMessage(policy=email.policy.SMTP)
+    msg["From"], msg["To"] = f"Me <{OWNER}>", BOT
+    msg["Subject"] = subject
+    msg["Message-ID"] = msgid or email.utils.make_msgid(domain="client.example")
+    if reply_to is not None:
+        parent = str(reply_to["Message-ID"])
+        msg["In-Reply-To"] = parent
+        msg["References"] = f"{reply_to.get('References', '')} {parent}".strip()
+    msg.set_content(body)
+    return msg
+
+
+def _match(pattern: str, text: str) -> str:
+    found = re.search(pattern, text)
+    assert found, f"{pattern!r} not in serve output:\n{text}"
+    return found.group(1)
