@@ -11,8 +11,8 @@ it answers. Prints messages per second for both and their ratio.
 from __future__ import annotations
 
 import argparse
-import email.policy
 import asyncio
+import email.policy
 import multiprocessing as mp
 import smtplib
 import sys
@@ -24,12 +24,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from aiosmtpd.smtp import SMTP, Envelope, Session  # noqa: E402
+from aiosmtpd.smtp import SMTP, Envelope, Session
 
-from pizzamail.auth import Accounts  # noqa: E402
-from pizzamail.intake.smtp import IntakeHandler, authenticator, start_smtp_server  # noqa: E402
-from pizzamail.store import Store  # noqa: E402
-from pizzamail.store.blobs import BlobStore  # noqa: E402
+from pizzamail.auth import Accounts
+from pizzamail.intake.smtp import IntakeHandler, authenticator, start_smtp_server
+from pizzamail.store import Store
+from pizzamail.store.blobs import BlobStore
 
 OWNER, BOT, CLIENTS = "me@pizzamail.localhost", "bot@pizzamail.localhost", 4
 ACCOUNTS = Accounts(user="me", password="pw", addresses=frozenset({OWNER}))
