@@ -47,7 +47,7 @@ class SecretStore:
         """Where secrets are kept, as shown to the user."""
         if self.use_keyring:
             return f"the OS keyring ({type(keyring.get_keyring()).__name__})"
-        return f"the file {self.fallback} (no OS keyring on this machine)"
+        return f"the file {self.fallback}"
 
     def _key(self, name: str) -> str:
         return f"{self.scope}:{name}"

@@ -38,8 +38,9 @@ def _config(app: App) -> Check:
 
 
 def _keyring(app: App) -> Check:
-    status = "ok" if app.secrets.use_keyring else "warn"
-    return Check(status, "secrets", f"kept in {app.secrets.location}")
+    if app.secrets.use_keyring:
+        return Check("ok", "secrets", f"kept in {app.secrets.location}")
+    return Check("warn", "secrets", f"no OS keyring on this machine: kept in {app.secrets.location}")
 
 
 def _password(app: App) -> Check:
