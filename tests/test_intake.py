@@ -184,3 +184,17 @@ def test_parse_reads_threading_headers_and_encoded_subject() -> None:
 def test_parse_html_only_mail_gives_text() -> None:
     parsed = parse_mail(b"Content-Type: text/html\r\n\r\n<p>Hi <b>you</b></p>\r\n")
     assert parsed.body == "Hi you"
+
+
+def send_with_auth_login(port: int, data: bytes) -> dict[str, tuple[int, bytes]]:
+    with smtplib.SMTP("127.0.0.1", port, timeout=10) as client:
+        client.ehlo()
+        client.user, client.password = "me", "secret-pw"
+        code, _ = client.auth("LOGIN", client.auth_login, initial_response_ok=False)
+        assert code == 235
+        return client.sendmail(OWNER, [BOT], data)
+
+
+async def test_auth_login_mechanism_works_too(smtp_port: int, store: Store) -> None:
+    assert await asyncio.to_thread(send_with_auth_login, smtp_port, mail()) == {}
+    assert await count(store, "messages") == 1

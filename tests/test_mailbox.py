@@ -9,6 +9,7 @@ import pytest
 
 from pizzamail.home import Home
 from pizzamail.mailbox import STANDARD_FOLDERS, Mailbox
+from pizzamail.mailbox.demo import seed_demo_data
 from pizzamail.mailbox.filing import file_pending
 from pizzamail.store.blobs import BlobStore
 from pizzamail.store.threads import NewMessage, add_message, create_thread
@@ -108,3 +109,14 @@ async def test_a_cancelled_write_leaves_the_store_usable(mailbox: Mailbox) -> No
         await db.execute("INSERT INTO events(at, kind) VALUES ('now', 'y')")
     rows = await store.fetchall("SELECT kind FROM events")
     assert [r["kind"] for r in rows] == ["y"]
+
+
+async def test_demo_data_seeds_once(mailbox: Mailbox) -> None:
+    first = await seed_demo_data(mailbox)
+    assert first >= 5
+    assert await seed_demo_data(mailbox) == 0
+    inbox = await mailbox.folder("INBOX")
+    assert inbox is not None
+    rows = await mailbox.messages(inbox)
+    assert any("\\Seen" in r.flags for r in rows) and any("\\Seen" not in r.flags for r in rows)
+    assert all(b"\n" not in mailbox.read(inbox, r).replace(b"\r\n", b"") for r in rows)  # wire form
