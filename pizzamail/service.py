@@ -25,7 +25,7 @@ from pizzamail.intake.smtp import IntakeHandler, start_smtp_server
 from pizzamail.intake.tasks import Stored
 from pizzamail.mailbox import Mailbox
 from pizzamail.mailbox.demo import seed_demo_data
-from pizzamail.mailbox.filing import file_pending
+from pizzamail.mailbox.filing import Filer
 from pizzamail.runner import Runner
 from pizzamail.secrets import SecretStore
 from pizzamail.store import Store
@@ -50,19 +50,6 @@ def check_bind(config: Config) -> None:
             "server.host", config.server.host, "a loopback address such as 127.0.0.1",
             hint="TLS is required to listen on other addresses and is not available yet",
         )
-
-
-@dataclass(kw_only=True)
-class Filer:
-    """Files committed messages into the Maildir, one pass at a time."""
-
-    mailbox: Mailbox
-    blobs: BlobStore
-    _lock: asyncio.Lock = field(default_factory=asyncio.Lock)
-
-    async def run(self) -> int:
-        async with self._lock:
-            return await file_pending(self.mailbox, self.blobs)
 
 
 @dataclass(kw_only=True)

@@ -7,6 +7,8 @@ filing twice never makes two copies.
 
 from __future__ import annotations
 
+import asyncio
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from pizzamail.mailbox import Mailbox, message_base
@@ -28,3 +30,17 @@ async def file_pending(mailbox: Mailbox, blobs: BlobStore) -> int:
             message_ref=int(row["id"]),
         )
     return len(rows)
+
+
+@dataclass(kw_only=True)
+class Filer:
+    """Runs :func:`file_pending` one pass at a time: two passes at once could both see a row
+    as unfiled and index it twice. A service shares one Filer between everything that files."""
+
+    mailbox: Mailbox
+    blobs: BlobStore
+    _lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+    async def run(self) -> int:
+        async with self._lock:
+            return await file_pending(self.mailbox, self.blobs)

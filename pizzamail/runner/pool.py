@@ -20,7 +20,7 @@ from pizzamail.composer import Composed, Composer
 from pizzamail.config import Config
 from pizzamail.errors import PizzamailError, ProviderNotConfigured, RunError
 from pizzamail.mailbox import Mailbox
-from pizzamail.mailbox.filing import file_pending
+from pizzamail.mailbox.filing import Filer
 from pizzamail.providers.registry import provider_for
 from pizzamail.providers.types import Message, Provider, Response
 from pizzamail.runner.history import RunContext, history, load_context
@@ -58,8 +58,8 @@ class Runner:
     """renders the mails; default: ``Composer(config=config)`` with the bundled templates"""
     tools: ToolRegistry = field(default_factory=ToolRegistry)
     filer: Callable[[], Awaitable[object]] | None = None
-    """files committed mail into the Maildir. Pass the service's one serialised filer: two
-    ``file_pending`` passes at once could index a message twice. Default: a filer of our own"""
+    """files committed mail into the Maildir. Pass the service's one :class:`Filer` (``filer.run``)
+    so all filing is serialised. Default: a Filer of the runner's own"""
     poll_interval: float = 2.0
     """seconds between looks at the queue when nobody calls ``wake()``"""
     on_filed: Callable[[], None] | None = None
@@ -71,11 +71,11 @@ class Runner:
     _interrupted: list[int] = field(default_factory=list, init=False)
     _kick: asyncio.Event = field(default_factory=asyncio.Event, init=False)
     _busy: dict[int, int] = field(default_factory=dict, init=False)  # run id -> thread id
-    _filing: asyncio.Lock = field(default_factory=asyncio.Lock, init=False)
     _outcomes: dict[int, str] = field(default_factory=dict, init=False)
     _finished: dict[int, asyncio.Event] = field(default_factory=dict, init=False)
     _new_provider: Callable[[], Provider] = field(init=False, repr=False)
     _mails: Composer = field(init=False, repr=False)
+    _file_mail: Callable[[], Awaitable[object]] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.provider_factory is not None:
@@ -86,6 +86,7 @@ class Runner:
         else:
             raise TypeError("Runner needs a provider_factory or a SecretStore (secrets=...)")
         self._mails = self.composer or Composer(config=self.config)
+        self._file_mail = self.filer or Filer(mailbox=self.mailbox, blobs=self.blobs).run
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -269,12 +270,7 @@ class Runner:
 
     async def _file(self) -> None:
         try:
-            if self.filer is not None:
-                await self.filer()
-            else:
-                # one pass at a time: two concurrent passes could index the same row twice
-                async with self._filing:
-                    await file_pending(self.mailbox, self.blobs)
+            await self._file_mail()
         except Exception:  # committed mail is filed at the next start; the run is done anyway
             log.exception("could not file new mail into the Maildir")
             return

@@ -11,6 +11,7 @@ import pytest
 
 from pizzamail.composer import Composer
 from pizzamail.config import RunnerSettings
+from pizzamail.mailbox.filing import Filer
 from pizzamail.providers import Response, ToolCall
 from pizzamail.runner import pool
 from pizzamail.store.runs import add_step, claim_next, steps_of
@@ -158,9 +159,7 @@ async def test_the_filed_hook_runs_after_the_reply_is_in_the_maildir(
     fake_openai.script([text("hello")])
     run_id = await harness.task("hi")
 
-    async def filer() -> int:
-        from pizzamail.mailbox.filing import file_pending
-        return await file_pending(harness.mailbox, harness.blobs)
+    filer = Filer(mailbox=harness.mailbox, blobs=harness.blobs).run
 
     def filed() -> None:
         seen.append(len(asyncio.all_tasks()))
