@@ -90,6 +90,7 @@ class ProviderSettings:
     base_url: str = setting("https://api.openai.com/v1", "endpoint base URL")
     key: str = setting("", "keyring entry holding the API key (default: the provider's name)")
     key_env: str = setting("", "environment variable with the key (openai: OPENAI_API_KEY)")
+    key_required: bool = setting(True, "false for local servers that take no key (Ollama, LM Studio)")
     timeout: float = setting(120.0, "seconds to wait for one answer", _positive)
     max_retries: int = setting(4, "retries on 429/5xx and network errors")
 

@@ -52,7 +52,7 @@ class OpenAIProvider:
         if self._client is None:
             self._client = httpx.AsyncClient(
                 base_url=self.base_url.rstrip("/") + "/",
-                headers={"Authorization": f"Bearer {self.api_key}"},
+                headers={"Authorization": f"Bearer {self.api_key}"} if self.api_key else {},
                 timeout=httpx.Timeout(self.timeout),
             )
         return self._client

@@ -7,7 +7,8 @@ without a section).
 
 Key lookup order: the keyring entry named ``key`` (default: the provider's name), then the
 environment variable ``key_env``. A missing key is :class:`ProviderNotConfigured`, whose hint is
-the whole recipe to fix it.
+the whole recipe to fix it, unless the section says ``key_required = false`` (a local server such
+as Ollama or LM Studio), which is then called without one.
 """
 
 from __future__ import annotations
@@ -79,6 +80,8 @@ def _api_key(name: str, model: str, settings: ProviderSettings, secrets: SecretS
     try:
         return secrets.lookup(entry, env=settings.key_env or None, command=f"pizzamail keys set {entry}")
     except SecretMissing:
+        if not settings.key_required:
+            return ""
         raise ProviderNotConfigured(
             f"no API key for the model provider {name!r}", hint=key_hint(name, entry, model, settings)
         ) from None

@@ -8,15 +8,17 @@ import pytest
 
 from pizzamail.composer import Composer, MailContext, reference_chain, reply_subject
 from pizzamail.composer.render import markdown_html, templates_dir
-from pizzamail.config import AgentSettings, Config, ProviderSettings
+from pizzamail.config import AgentSettings, Config, ProviderSettings, parse_config
 from pizzamail.errors import ProviderNotConfigured, RunError
+from pizzamail.home import Home
 from pizzamail.providers import Message, provider_for
 from pizzamail.providers.openai import MAX_WAIT, OpenAIProvider, backoff, parse_arguments, wire_message
 from pizzamail.runner.history import RunContext, history
 from pizzamail.runner.steps import step_from_row
-from pizzamail.secrets import SecretStore
+from pizzamail.secrets import SecretStore, secret_store
 from pizzamail.store.runs import Run, Step
 from pizzamail.store.threads import Message as StoredMessage
+from tests.fakes.openai_server import FakeOpenAI, text
 
 
 @pytest.mark.parametrize(("subject", "expected"), [
@@ -149,3 +151,26 @@ def test_an_unreadable_checkpoint_is_a_run_error() -> None:
         step_from_row(Step(seq=3, kind="mystery", data={}))
     with pytest.raises(RunError, match="unreadable"):
         step_from_row(Step(seq=4, kind="tool", data={"text": "x"}))
+
+
+async def test_a_provider_that_needs_no_key_is_called_without_one(
+    home: Home, fake_openai: FakeOpenAI
+) -> None:
+    config = parse_config({"agent": {"model": "local:llama3"},
+                           "providers": {"local": {"base_url": fake_openai.base_url,
+                                                   "key_required": False}}})
+    fake_openai.script([text("hi")])
+    provider = provider_for(config, secret_store(home))
+    try:
+        answer = await provider.complete([Message(role="user", content="hello")], [])
+    finally:
+        await provider.aclose()
+    assert answer.text == "hi"
+    assert "authorization" not in fake_openai.requests[0].headers
+
+
+def test_a_remote_endpoint_without_a_key_is_not_configured(home: Home) -> None:
+    config = parse_config({"agent": {"model": "remote:m"},
+                           "providers": {"remote": {"base_url": "https://llm.example.com/v1"}}})
+    with pytest.raises(ProviderNotConfigured, match="no API key"):
+        provider_for(config, secret_store(home))
