@@ -46,7 +46,7 @@ class SecretStore:
     def location(self) -> str:
         """Where secrets are kept, as shown to the user."""
         if self.use_keyring:
-            return f"the OS keyring ({type(keyring.get_keyring()).__name__})"
+            return f"the OS keyring ({keyring.get_keyring().name})"
         return f"the file {self.fallback}"
 
     def _key(self, name: str) -> str:

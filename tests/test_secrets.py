@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import stat
+from collections.abc import Iterator
 
+import keyring
+import keyring.backend
+import keyring.errors
 import pytest
 
 from pizzamail.errors import SecretMissing
@@ -44,3 +48,44 @@ def test_account_password_is_generated_once(home: Home) -> None:
     assert first and len(first) >= 20
     assert not store.ensure_account_password()
     assert store.account_password() == first
+
+
+class MemoryKeyring(keyring.backend.KeyringBackend):
+    """A stand-in OS keyring: what a desktop's Secret Service or Keychain would hold."""
+
+    priority = 1  # type: ignore[assignment]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.items: dict[tuple[str, str], str] = {}
+
+    def get_password(self, service: str, username: str) -> str | None:
+        return self.items.get((service, username))
+
+    def set_password(self, service: str, username: str, password: str) -> None:
+        self.items[(service, username)] = password
+
+    def delete_password(self, service: str, username: str) -> None:
+        if self.items.pop((service, username), None) is None:
+            raise keyring.errors.PasswordDeleteError(username)
+
+
+@pytest.fixture
+def memory_keyring() -> Iterator[MemoryKeyring]:
+    previous = keyring.get_keyring()
+    backend = MemoryKeyring()
+    keyring.set_keyring(backend)
+    yield backend
+    keyring.set_keyring(previous)
+
+
+def test_with_a_keyring_nothing_is_written_to_disk(home: Home, memory_keyring: MemoryKeyring) -> None:
+    store = secret_store(home)
+    assert store.use_keyring and "OS keyring" in store.location
+    store.set("openai", "sk-kr")
+    store.remember_name("openai", present=True)
+    assert store.get("openai") == "sk-kr"
+    assert store.names() == ["openai"]
+    assert not home.secrets_file.exists()
+    assert ("pizzamail", f"{home.root}:openai") in memory_keyring.items
+    assert store.delete("openai") and not store.delete("openai")
