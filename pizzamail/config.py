@@ -58,9 +58,12 @@ def setting(default: Any, doc: str, check: Any = None) -> Any:
 class ServerSettings:
     host: str = setting("127.0.0.1", "address the SMTP, IMAP and HTTP servers bind to", _host)
     smtp_port: int = setting(1587, "SMTP submission port", _port)
-    imap_port: int = setting(1143, "IMAP port", _port)
+    imap_port: int = setting(1143, "IMAP port (plain, STARTTLS available)", _port)
+    imaps_port: int = setting(1993, "IMAP port with implicit TLS", _port)
     http_port: int = setting(8025, "HTTP port (health, client autoconfig)", _port)
     max_message_size: int = setting(25 * 1024 * 1024, "largest mail accepted, bytes", _positive)
+    tls_cert: str = setting("", "PEM certificate (default: tls/cert.pem, made by init)")
+    tls_key: str = setting("", "PEM private key (default: tls/key.pem, made by init)")
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -46,6 +46,14 @@ class Home:
         return self.root / "skills"
 
     @property
+    def tls_cert(self) -> Path:
+        return self.root / "tls" / "cert.pem"
+
+    @property
+    def tls_key(self) -> Path:
+        return self.root / "tls" / "key.pem"
+
+    @property
     def secrets_file(self) -> Path:
         """The 0600 fallback used only when the machine has no usable OS keyring."""
         return self.root / "secrets.json"
@@ -60,7 +68,7 @@ class Home:
 
     def create_dirs(self) -> None:
         """Create the folder tree, private to the user (0700)."""
-        for path in (self.root, self.blobs, self.logs, self.skills):
+        for path in (self.root, self.blobs, self.logs, self.skills, self.tls_cert.parent):
             path.mkdir(mode=0o700, parents=True, exist_ok=True)
             path.chmod(0o700)
 

@@ -5,8 +5,10 @@ from __future__ import annotations
 import asyncio
 import email.policy
 import smtplib
+import ssl
 from collections.abc import AsyncIterator
 from email.message import EmailMessage
+from pathlib import Path
 
 import pytest
 
@@ -16,6 +18,7 @@ from pizzamail.intake.smtp import IntakeHandler, start_smtp_server
 from pizzamail.intake.tasks import Stored
 from pizzamail.store import Store
 from pizzamail.store.blobs import BlobStore
+from pizzamail.tls import generate_certificate, server_context
 
 OWNER = "me@pizzamail.localhost"
 BOT = "bot@pizzamail.localhost"
@@ -197,4 +200,41 @@ def send_with_auth_login(port: int, data: bytes) -> dict[str, tuple[int, bytes]]
 
 async def test_auth_login_mechanism_works_too(smtp_port: int, store: Store) -> None:
     assert await asyncio.to_thread(send_with_auth_login, smtp_port, mail()) == {}
+    assert await count(store, "messages") == 1
+
+
+@pytest.fixture
+def tls_files(tmp_path: Path) -> tuple[Path, Path]:
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    generate_certificate(cert, key, hosts=["pizzamail.localhost"])
+    return cert, key
+
+
+async def test_starttls_is_required_when_bound_beyond_loopback(
+    store: Store, blobs: BlobStore, tls_files: tuple[Path, Path]
+) -> None:
+    handler = IntakeHandler(store=store, blobs=blobs, accounts=ACCOUNTS, agents=frozenset({BOT}),
+                            domain="pizzamail.localhost")
+    server = await start_smtp_server(host="127.0.0.1", port=0, handler=handler, max_size=10_000,
+                                     tls=server_context(*tls_files), require_tls=True)
+    port = int(server.sockets[0].getsockname()[1])
+    client_tls = ssl.create_default_context(cafile=str(tls_files[0]))
+
+    def without_tls() -> int:
+        with smtplib.SMTP("127.0.0.1", port, timeout=10) as client:
+            client.ehlo()
+            return client.docmd("AUTH", "PLAIN AG1lAHNlY3JldC1wdw==")[0]
+
+    def with_tls() -> dict[str, tuple[int, bytes]]:
+        with smtplib.SMTP("localhost", port, timeout=10) as client:
+            client.starttls(context=client_tls)
+            client.login("me", "secret-pw")
+            return client.sendmail(OWNER, [BOT], mail())
+
+    try:
+        assert await asyncio.to_thread(without_tls) == 530
+        assert await asyncio.to_thread(with_tls) == {}
+    finally:
+        server.close()
+        await server.wait_closed()
     assert await count(store, "messages") == 1

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import ipaddress
+import socket
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from pizzamail.config import Config, default_config_text, load_config
 from pizzamail.home import Home, resolve_home, write_private
 from pizzamail.secrets import SecretStore, secret_store
+from pizzamail.tls import generate_certificate
 
 
 @dataclass(kw_only=True)
@@ -41,4 +44,22 @@ class App:
         self.config  # validate before creating secrets  # noqa: B018
         if self.secrets.ensure_account_password():
             made.append(f"mail password, stored in {self.secrets.location}")
+        cert, key = self.tls_paths()
+        if not cert.exists() and cert == self.home.tls_cert:
+            generate_certificate(cert, key, hosts=certificate_hosts(self.config.server.host))
+            made.append(f"TLS certificate {cert} (self-signed)")
         return made
+
+    def tls_paths(self) -> tuple[Path, Path]:
+        server = self.config.server
+        cert = Path(server.tls_cert).expanduser() if server.tls_cert else self.home.tls_cert
+        key = Path(server.tls_key).expanduser() if server.tls_key else self.home.tls_key
+        return cert, key
+
+
+def certificate_hosts(bind: str) -> list[str]:
+    """Names the certificate should cover: this machine's name, and the bound address."""
+    hosts = [socket.gethostname()]
+    if not ipaddress.ip_address(bind).is_unspecified:
+        hosts.append(bind)
+    return hosts

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -125,17 +126,23 @@ def authenticator(accounts: Accounts) -> Callable[..., AuthResult]:
 
 
 async def start_smtp_server(
-    *, host: str, port: int, handler: IntakeHandler, max_size: int
+    *, host: str, port: int, handler: IntakeHandler, max_size: int,
+    tls: ssl.SSLContext | None = None, require_tls: bool = False,
 ) -> asyncio.Server:
-    """Serve SMTP submission inside the running loop (no thread)."""
+    """Serve SMTP submission inside the running loop (no thread).
+
+    With ``tls`` STARTTLS is offered; ``require_tls`` (a bind beyond loopback) makes it mandatory
+    before anything else, so no password crosses a network in clear text.
+    """
 
     def factory() -> SMTP:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # the per-connection "AUTH without TLS" warning
             return SMTP(
                 handler, hostname=handler.domain, ident="pizzamail", data_size_limit=max_size,
-                auth_required=True, auth_require_tls=False,
-                authenticator=authenticator(handler.accounts), enable_SMTPUTF8=True,
+                auth_required=True, auth_require_tls=require_tls, tls_context=tls,
+                require_starttls=require_tls, authenticator=authenticator(handler.accounts),
+                enable_SMTPUTF8=True,
             )
 
     loop = asyncio.get_running_loop()
