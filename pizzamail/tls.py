@@ -70,6 +70,12 @@ def server_context(cert: Path, key: Path) -> ssl.SSLContext:
     return context
 
 
+def certificate_days_left(cert: Path) -> int:
+    certificate = x509.load_pem_x509_certificate(cert.read_bytes())
+    left = certificate.not_valid_after_utc - datetime.datetime.now(datetime.UTC)
+    return left.days
+
+
 def fingerprint(cert: Path) -> str:
     """SHA-256 fingerprint as clients show it, so the user can check what they trust."""
     certificate = x509.load_pem_x509_certificate(cert.read_bytes())

@@ -67,6 +67,7 @@ def test_doctor_reports_fallback_secrets_and_missing_key(tmp_path: Path) -> None
     assert "not running" in result.output
     checks = {c["name"]: c["status"] for c in json.loads(run(tmp_path, "doctor", "--json").output)}
     assert checks["config"] == "ok" and checks["secrets"] == "warn" and checks["model"] == "warn"
+    assert checks["tls"] == "ok"
 
 
 def test_bad_config_gives_a_clear_error_not_a_traceback(tmp_path: Path) -> None:

@@ -13,6 +13,7 @@ import click
 from pizzamail.cli.app import App
 from pizzamail.errors import PizzamailError
 from pizzamail.mailbox import STANDARD_FOLDERS, maildir
+from pizzamail.tls import certificate_days_left, fingerprint, server_context
 
 
 @dataclass(frozen=True)
@@ -57,6 +58,17 @@ def _model(app: App) -> Check:
     return Check("ok", "model", f"{model} via {settings.base_url}")
 
 
+def _tls(app: App) -> Check:
+    cert, key = app.tls_paths()
+    if not cert.exists():
+        return Check("warn", "tls", f"no certificate at {cert}; `pizzamail init` creates one")
+    server_context(cert, key)
+    days = certificate_days_left(cert)
+    if days < 30:
+        return Check("warn", "tls", f"{cert} expires in {days} days; replace it")
+    return Check("ok", "tls", f"{cert}, SHA-256 {fingerprint(cert)[:23]}…, {days} days left")
+
+
 def _maildir(app: App) -> Check:
     missing = [f for f in STANDARD_FOLDERS if not (maildir.folder_path(app.home.maildir, f) / "cur").is_dir()]
     if missing:
@@ -89,7 +101,7 @@ def _alive(pid: int) -> bool:
     return True
 
 
-CHECKS: list[Callable[[App], Check]] = [_home, _config, _keyring, _password, _model, _maildir, _server]
+CHECKS: list[Callable[[App], Check]] = [_home, _config, _keyring, _password, _model, _tls, _maildir, _server]
 _SEVERITY = {"model": "warn"}  # a missing model key still lets the server run
 
 
