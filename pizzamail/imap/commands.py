@@ -15,7 +15,7 @@ COMMANDS: dict[str, Spec] = {
     "NOOP": Spec(session.noop, _ANYWHERE),
     "LOGOUT": Spec(session.logout, _ANYWHERE),
     "ID": Spec(session.ident, _ANYWHERE),
-    "STARTTLS": Spec(session.starttls, _BEFORE_LOGIN),
+    "STARTTLS": Spec(login.starttls, _BEFORE_LOGIN),
     "LOGIN": Spec(login.login, _BEFORE_LOGIN),
     "AUTHENTICATE": Spec(login.authenticate, _BEFORE_LOGIN),
     "ENABLE": Spec(session.enable, _LOGGED_IN),

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
-from pizzamail.imap import mime, structure, wire
+from pizzamail.imap import binary, mime, structure, wire
 from pizzamail.imap.fetchparse import FetchAtt
 from pizzamail.imap.view import View
 from pizzamail.mailbox import MailRow
@@ -58,9 +58,9 @@ class Fetcher:
         rows = self.view.rows
         changes = {u: {*rows[u].flags, "\\Seen"} for u in uids if "\\Seen" not in rows[u].flags}
         if changes:
-            await self.view.mailbox.set_flags(self.view.folder, changes)
+            modseq = await self.view.mailbox.set_flags(self.view.folder, changes)
             for uid, flags in changes.items():
-                self.view.note_flags(uid, frozenset(flags))
+                self.view.note_flags(uid, frozenset(flags), modseq)
         return set(changes)
 
     async def _load_cache(self, uids: list[int]) -> None:
@@ -79,7 +79,7 @@ class Fetcher:
         for att in self.atts:
             if att.name in _CACHED and att.name not in cached:
                 return True
-            if att.name not in ("UID", "FLAGS", "INTERNALDATE", "RFC822.SIZE", *_CACHED):
+            if att.name not in ("UID", "FLAGS", "INTERNALDATE", "RFC822.SIZE", "MODSEQ", *_CACHED):
                 return True
         return False
 
@@ -112,6 +112,8 @@ class Fetcher:
         items = [self._item(att, uid, message) for att in self.atts]
         if flags_changed and not any(a.name == "FLAGS" for a in self.atts):
             items.append(self._item(FetchAtt("FLAGS"), uid, message))
+            if self.view.enabled.condstore and not any(a.name == "MODSEQ" for a in self.atts):
+                items.append(self._item(FetchAtt("MODSEQ"), uid, message))
         return b"* %d FETCH (%s)\r\n" % (self.view.seq(uid), b" ".join(items))
 
     def _item(self, att: FetchAtt, uid: int, message: _Message) -> bytes:
@@ -125,12 +127,16 @@ class Fetcher:
             return b"INTERNALDATE " + wire.date_time(row.internaldate)
         if name == "RFC822.SIZE":
             return b"RFC822.SIZE %d" % row.size
+        if name == "MODSEQ":
+            return b"MODSEQ (%d)" % row.modseq
         if name in _CACHED:
             return name.encode() + b" " + self._cached(name, uid, message)
         if name == "BODY":
             return b"BODY " + structure.body_structure(message.tree(), extended=False)
         if name == "BODY[]":
             return self._section(att, message)
+        if name in ("BINARY[]", "BINARY.SIZE[]"):
+            return self._binary(att, message)
         return name.encode() + b" " + wire.literal(_rfc822(name, message.data))
 
     def _cached(self, name: str, uid: int, message: _Message) -> bytes:
@@ -153,6 +159,19 @@ class Fetcher:
             data = data[start:start + length]
             label += b"<%d>" % start
         return label + b" " + wire.literal(data)
+
+    def _binary(self, att: FetchAtt, message: _Message) -> bytes:
+        assert att.section is not None
+        data = binary.decoded(message.data, att.section.part, message.tree())
+        part = att.section.wire()
+        if att.name == "BINARY.SIZE[]":
+            return b"BINARY.SIZE[%s] %d" % (part, len(data))
+        label = b"BINARY[" + part + b"]"
+        if att.partial is not None:
+            start, length = att.partial
+            data = data[start:start + length]
+            label += b"<%d>" % start
+        return label + b" " + binary.literal8(data)
 
     async def _save_cache(self) -> None:
         if not self.computed:

@@ -12,7 +12,7 @@ MACROS = {
     "FULL": ("FLAGS", "INTERNALDATE", "RFC822.SIZE", "ENVELOPE", "BODY"),
 }
 SIMPLE = {"FLAGS", "UID", "INTERNALDATE", "RFC822.SIZE", "ENVELOPE", "BODYSTRUCTURE", "BODY",
-          "RFC822", "RFC822.HEADER", "RFC822.TEXT"}
+          "RFC822", "RFC822.HEADER", "RFC822.TEXT", "MODSEQ"}
 _TEXTS = ("HEADER.FIELDS.NOT", "HEADER.FIELDS", "HEADER", "TEXT", "MIME")
 
 
@@ -46,7 +46,8 @@ class FetchAtt:
 
     @property
     def sets_seen(self) -> bool:
-        return (self.section is not None and not self.peek) or self.name in ("RFC822", "RFC822.TEXT")
+        reads_content = self.name in ("BODY[]", "BINARY[]") and not self.peek
+        return reads_content or self.name in ("RFC822", "RFC822.TEXT")
 
 
 def fetch_atts(r: Reader) -> tuple[FetchAtt, ...]:
@@ -69,6 +70,11 @@ def fetch_att(r: Reader) -> FetchAtt:
     if word in ("BODY", "BODY.PEEK") and r.take(b"["):
         section = _section(r)
         return FetchAtt("BODY[]", section, word == "BODY.PEEK", _partial(r))
+    if word in ("BINARY", "BINARY.PEEK", "BINARY.SIZE") and r.take(b"["):
+        part = _binary_section(r)
+        if word == "BINARY.SIZE":
+            return FetchAtt("BINARY.SIZE[]", part)
+        return FetchAtt("BINARY[]", part, word == "BINARY.PEEK", _partial(r))
     if word not in SIMPLE:
         raise r.fail(f"unknown FETCH item {word}")
     return FetchAtt(word)
@@ -104,6 +110,16 @@ def _section(r: Reader) -> Section:
         fields = _header_list(r)
     r.expect(b"]")
     return Section(tuple(part), text, fields)
+
+
+def _binary_section(r: Reader) -> Section:
+    """RFC 3516 section-binary: part numbers only, ``[1.2]`` or ``[]``."""
+    part: list[int] = []
+    while not r.take(b"]"):
+        if part:
+            r.expect(b".")
+        part.append(r.nz_number())
+    return Section(tuple(part))
 
 
 def _header_list(r: Reader) -> tuple[bytes, ...]:

@@ -7,9 +7,10 @@ import re
 
 from pizzamail.errors import ImapError
 from pizzamail.imap import wire
-from pizzamail.imap.parser import Append, Command, ListArgs, MailboxName, Rename, Status
+from pizzamail.imap.listparse import ListArgs
+from pizzamail.imap.parser import Append, Command, MailboxName, Qresync, Rename, Select, Status
 from pizzamail.imap.session import Handler, Session, State
-from pizzamail.imap.view import View
+from pizzamail.imap.view import View, uid_set
 from pizzamail.mailbox import Folder
 
 DELIMITER = "/"
@@ -31,15 +32,38 @@ def wire_name(name: str) -> bytes:
 
 
 async def select(s: Session, cmd: Command) -> bytes:
+    args = cmd.arg(Select)
+    if args.qresync is not None and not s.enabled.qresync:
+        raise ImapError("ENABLE QRESYNC before using it in SELECT", bad=True)
     # A failed SELECT leaves no folder selected (RFC 3501 §6.3.1), so deselect first.
+    if s.view is not None and s.enabled.qresync:
+        await s.conn.send(b"* OK [CLOSED] Previous mailbox closed\r\n")
     s.view, s.state = None, State.AUTHENTICATED
-    folder = await existing(s, cmd.arg(MailboxName).name)
+    folder = await existing(s, args.name)
+    if args.condstore:
+        await s.use_condstore()
     readonly = cmd.name == "EXAMINE"
-    view = await View.open(s.mailbox, folder, readonly, s.shared.claims)
-    for line in _select_lines(view, folder):
+    view = await View.open(s.mailbox, folder, readonly, s.shared.claims, s.enabled)
+    lines = _select_lines(view, folder)
+    if args.qresync is not None and args.qresync.uidvalidity == folder.uidvalidity:
+        lines += await _resync_lines(s, view, args.qresync)
+    for line in lines:
         await s.conn.send(line)
     s.view, s.state = view, State.SELECTED
     return b"[READ-ONLY] EXAMINE completed" if readonly else b"[READ-WRITE] SELECT completed"
+
+
+async def _resync_lines(s: Session, view: View, known: Qresync) -> list[bytes]:
+    """RFC 7162 §3.2.5: what changed since the client's modseq (flags of changed messages, then
+    the UIDs that vanished), so a reconnecting client needs no further round trip."""
+    changed = [u for u in view.uids if view.rows[u].modseq > known.modseq]
+    lines = [view.fetch_flags(u, with_uid=True) for u in changed]
+    vanished = await s.mailbox.expunged_since(view.folder, known.modseq)
+    if known.known is not None:
+        vanished = [u for u in vanished if known.known.contains(u, vanished[-1] if vanished else 0)]
+    if vanished:
+        lines.append(b"* VANISHED (EARLIER) " + uid_set(vanished) + b"\r\n")
+    return lines
 
 
 def _select_lines(view: View, folder: Folder) -> list[bytes]:
@@ -56,6 +80,7 @@ def _select_lines(view: View, folder: Folder) -> list[bytes]:
     uidnext = max(folder.uidnext, view.uids[-1] + 1 if view.uids else 1)
     lines.append(b"* OK [UIDVALIDITY %d] UIDs valid\r\n" % folder.uidvalidity)
     lines.append(b"* OK [UIDNEXT %d] Predicted next UID\r\n" % uidnext)
+    lines.append(b"* OK [HIGHESTMODSEQ %d] Highest\r\n" % view.modseq)
     return lines
 
 
@@ -64,13 +89,20 @@ def _select_lines(view: View, folder: Folder) -> list[bytes]:
 
 async def list_folders(s: Session, cmd: Command) -> bytes:
     args = cmd.arg(ListArgs)
-    if not args.pattern:  # LIST "" "": the hierarchy delimiter and root
-        await s.conn.send(b'* LIST (\\Noselect) "/" ""\r\n')
-        return b"LIST completed"
+    if args.patterns == ("",) and not args.selection:  # LIST "" "": the delimiter and root
+        await s.conn.send(b'* %s (\\Noselect) "/" ""\r\n' % cmd.name.encode())
+        return cmd.name.encode() + b" completed"
     folders = await s.mailbox.folders()
-    matches = _matcher(args.reference + args.pattern)
-    for line in _list_lines(cmd.name, folders, matches, args.special_use_only):
-        await s.conn.send(line)
+    matchers = [_matcher(args.reference + p) for p in args.patterns if p]
+    for name, attrs, folder in _list_entries(cmd.name, folders, args):
+        if not any(_matches(m, name) for m in matchers):
+            continue
+        line = b'* %s (%s) "/" %s' % (cmd.name.encode(), " ".join(attrs).encode(), wire_name(name))
+        if "RECURSIVEMATCH" in args.selection and folder is not None and not folder.subscribed:
+            line += b' ("CHILDINFO" ("SUBSCRIBED"))'
+        await s.conn.send(line + b"\r\n")
+        if args.status and folder is not None:  # RFC 5819: STATUS right after its LIST line
+            await s.conn.send(await _status_line(s, folder, args.status))
     return cmd.name.encode() + b" completed"
 
 
@@ -80,23 +112,33 @@ def _matcher(pattern: str) -> re.Pattern[str]:
     return re.compile("".join(parts), re.DOTALL)
 
 
-def _list_lines(
-    command: str, folders: list[Folder], matches: re.Pattern[str], special_only: bool
-) -> list[bytes]:
+Entry = tuple[str, list[str], Folder | None]
+
+
+def _list_entries(command: str, folders: list[Folder], args: ListArgs) -> list[Entry]:
+    """(name, attributes, folder) of every folder the selection options let through, and of the
+    parents that exist only as a path (``a`` for ``a/b``)."""
     names = {f.name for f in folders}
     parents = {n.rsplit("/", 1)[0] for n in names if "/" in n} - names
-    entries: list[tuple[str, list[str]]] = []
+    subscribed_only = command == "LSUB" or "SUBSCRIBED" in args.selection
+    recursive = "RECURSIVEMATCH" in args.selection
+    entries: list[Entry] = []
     for f in folders:
-        if (command == "LSUB" and not f.subscribed) or (special_only and not f.special_use):
+        if ("SPECIAL-USE" in args.selection and not f.special_use) or (
+                subscribed_only and not f.subscribed and not (recursive and _subscribed_below(f, folders))):
             continue
         attrs = [_children_attr(f.name, names)] + ([f.special_use] if f.special_use else [])
-        entries.append((f.name, attrs))
-    if not special_only:
-        entries += [(p, ["\\Noselect", "\\HasChildren"]) for p in sorted(parents)]
-    return [
-        b"* %s (%s) \"/\" %s\r\n" % (command.encode(), " ".join(attrs).encode(), wire_name(name))
-        for name, attrs in entries if _matches(matches, name)
-    ]
+        if args.subscribed and f.subscribed:
+            attrs.append("\\Subscribed")
+        entries.append((f.name, attrs, f))
+    if not args.selection and command == "LIST":
+        entries += [(p, ["\\Noselect", "\\HasChildren"], None) for p in sorted(parents)]
+    return entries
+
+
+def _subscribed_below(folder: Folder, folders: list[Folder]) -> bool:
+    prefix = folder.name + "/"
+    return any(f.subscribed and f.name.startswith(prefix) for f in folders)
 
 
 def _matches(pattern: re.Pattern[str], name: str) -> bool:
@@ -116,10 +158,16 @@ def _children_attr(name: str, names: set[str]) -> str:
 async def status(s: Session, cmd: Command) -> bytes:
     args = cmd.arg(Status)
     folder = await existing(s, args.mailbox)
-    values = await _status_values(s, folder)
-    items = b" ".join(b"%s %d" % (item.encode(), values[item]) for item in args.items)
-    await s.conn.send(b"* STATUS " + wire_name(folder.name) + b" (" + items + b")\r\n")
+    await s.conn.send(await _status_line(s, folder, args.items))
     return b"STATUS completed"
+
+
+async def _status_line(s: Session, folder: Folder, wanted: tuple[str, ...]) -> bytes:
+    if "HIGHESTMODSEQ" in wanted:
+        await s.use_condstore()
+    values = await _status_values(s, folder)
+    items = b" ".join(b"%s %d" % (item.encode(), values[item]) for item in wanted)
+    return b"* STATUS " + wire_name(folder.name) + b" (" + items + b")\r\n"
 
 
 async def _status_values(s: Session, folder: Folder) -> dict[str, int]:
@@ -133,7 +181,7 @@ async def _status_values(s: Session, folder: Folder) -> dict[str, int]:
     return {
         "MESSAGES": int(row["messages"]), "UNSEEN": int(row["unseen"] or 0),
         "RECENT": int(row["recent"] or 0), "UIDNEXT": folder.uidnext,
-        "UIDVALIDITY": folder.uidvalidity,
+        "UIDVALIDITY": folder.uidvalidity, "HIGHESTMODSEQ": folder.modseq,
     }
 
 

@@ -1,47 +1,85 @@
-"""LOGIN and AUTHENTICATE PLAIN (with SASL-IR or a continuation), with throttled failures."""
+"""Before login: STARTTLS, LOGIN and AUTHENTICATE PLAIN/LOGIN (with SASL-IR or continuations),
+with throttled failures. A password is accepted only over TLS or from this machine."""
 
 from __future__ import annotations
 
 import asyncio
 import base64
 import binascii
+import ssl
 
 from pizzamail.errors import ImapError
 from pizzamail.imap.parser import Authenticate, Command, Login
-from pizzamail.imap.session import CAPABILITIES, Session, SessionEnd, State
+from pizzamail.imap.session import ANSWERED, Session, SessionEnd, State
+
+_USERNAME_PROMPT = base64.b64encode(b"Username:")
+_PASSWORD_PROMPT = base64.b64encode(b"Password:")
+
+
+async def starttls(s: Session, cmd: Command) -> bytes:
+    """RFC 3501 §6.2.1: answer OK in the clear, then handshake; the client asks CAPABILITY again."""
+    context = s.shared.tls
+    if context is None:
+        raise ImapError("STARTTLS is not offered on this listener")
+    if s.conn.secure:
+        raise ImapError("TLS is already active", bad=True)
+    await s.conn.send(cmd.tag + b" OK Begin TLS negotiation now\r\n")
+    try:
+        await s.conn.start_tls(context, s.shared.limits.tls_handshake_timeout)
+    except (ssl.SSLError, ConnectionError, TimeoutError) as exc:
+        raise SessionEnd(b"") from exc  # no channel left to say anything on
+    return ANSWERED
+
+
+def _require_privacy(s: Session) -> None:
+    if not s.plaintext_ok:
+        raise ImapError("use STARTTLS or the TLS port before sending a password", code="PRIVACYREQUIRED")
 
 
 async def login(s: Session, cmd: Command) -> bytes:
     args = cmd.arg(Login)
+    _require_privacy(s)
     return await _check(s, args.user, args.password)
 
 
 async def authenticate(s: Session, cmd: Command) -> bytes:
     args = cmd.arg(Authenticate)
-    if args.mechanism != "PLAIN":
-        raise ImapError(f"unsupported mechanism {args.mechanism}; use PLAIN")
-    response = args.initial
-    if response is None:
-        await s.conn.send(b"+ \r\n")
-        line = await s.conn.read_line()
-        if line is None:
-            raise SessionEnd(b"")
-        response = line.strip()
-    if response == b"*":
-        raise ImapError("AUTHENTICATE cancelled", bad=True)
+    if args.mechanism not in ("PLAIN", "LOGIN"):
+        raise ImapError(f"unsupported mechanism {args.mechanism}; use PLAIN or LOGIN")
+    _require_privacy(s)
+    if args.mechanism == "LOGIN":
+        user = _b64(args.initial if args.initial is not None else await _challenge(s, _USERNAME_PROMPT))
+        password = _b64(await _challenge(s, _PASSWORD_PROMPT))
+        return await _check(s, user, password)
+    response = args.initial if args.initial is not None else await _challenge(s, b"")
     authzid, user, password = _plain(response)
     if authzid and authzid != user:
         raise ImapError("logging in as another user is not supported", code="AUTHORIZATIONFAILED")
     return await _check(s, user, password)
 
 
+async def _challenge(s: Session, prompt: bytes) -> bytes:
+    """Send one SASL challenge and return the client's answer (still base64)."""
+    await s.conn.send(b"+ " + prompt + b"\r\n")
+    line = await s.conn.read_line()
+    if line is None:
+        raise SessionEnd(b"")
+    answer = line.strip()
+    if answer == b"*":
+        raise ImapError("AUTHENTICATE cancelled", bad=True)
+    return answer
+
+
+def _b64(data: bytes) -> bytes:
+    try:
+        return base64.b64decode(data, validate=True)
+    except binascii.Error as exc:
+        raise ImapError("invalid base64 in AUTHENTICATE", bad=True) from exc
+
+
 def _plain(response: bytes) -> tuple[bytes, bytes, bytes]:
     """RFC 4616: base64 of ``authzid NUL authcid NUL passwd``."""
-    try:
-        decoded = base64.b64decode(response, validate=True)
-    except binascii.Error as exc:
-        raise ImapError("invalid base64 in AUTHENTICATE PLAIN", bad=True) from exc
-    parts = decoded.split(b"\x00")
+    parts = _b64(response).split(b"\x00")
     if len(parts) != 3:
         raise ImapError("AUTHENTICATE PLAIN needs authzid, user and password", bad=True)
     return parts[0], parts[1], parts[2]
@@ -50,7 +88,7 @@ def _plain(response: bytes) -> tuple[bytes, bytes, bytes]:
 async def _check(s: Session, user: bytes, password: bytes) -> bytes:
     if s.shared.accounts.check(user, password):
         s.state = State.AUTHENTICATED
-        return b"[CAPABILITY " + CAPABILITIES + b"] Logged in"
+        return b"[CAPABILITY " + s.capabilities() + b"] Logged in"
     s.failed_logins += 1
     limits = s.shared.limits
     # The delay makes password guessing slow; the limit ends a guessing connection.

@@ -15,6 +15,7 @@ from typing import TypeVar
 
 from pizzamail.errors import ImapError
 from pizzamail.imap.fetchparse import FetchAtt, fetch_atts
+from pizzamail.imap.listparse import ListArgs, list_args
 from pizzamail.imap.reader import Reader, SequenceSet
 from pizzamail.imap.searchkeys import SearchKey, search_program
 
@@ -64,16 +65,26 @@ class MailboxName:
 
 
 @dataclass(frozen=True)
-class Rename:
-    old: str
-    new: str
+class Qresync:
+    """SELECT's ``(QRESYNC (uidvalidity modseq [known-uids]))``; sequence match data is read and
+    ignored (we keep every expunge's modseq, so the client's hints are never needed)."""
+
+    uidvalidity: int
+    modseq: int
+    known: SequenceSet | None
 
 
 @dataclass(frozen=True)
-class ListArgs:
-    reference: str
-    pattern: str
-    special_use_only: bool = False
+class Select:
+    name: str
+    condstore: bool = False
+    qresync: Qresync | None = None
+
+
+@dataclass(frozen=True)
+class Rename:
+    old: str
+    new: str
 
 
 @dataclass(frozen=True)
@@ -94,6 +105,8 @@ class Append:
 class Fetch:
     messages: SequenceSet
     atts: tuple[FetchAtt, ...]
+    changedsince: int | None = None  # RFC 7162 FETCH modifier
+    vanished: bool = False  # with CHANGEDSINCE, in UID FETCH under QRESYNC
 
 
 @dataclass(frozen=True)
@@ -102,6 +115,7 @@ class Store:
     mode: str  # "" replace, "+" add, "-" remove
     silent: bool
     flags: tuple[str, ...]
+    unchangedsince: int | None = None  # RFC 7162 STORE modifier
 
 
 @dataclass(frozen=True)
@@ -127,7 +141,7 @@ class Words:
     words: tuple[bytes | None, ...]
 
 
-Args = (NoArgs | Login | Authenticate | MailboxName | Rename | ListArgs | Status | Append | Fetch
+Args = (NoArgs | Login | Authenticate | MailboxName | Select | Rename | ListArgs | Status | Append | Fetch
         | Store | Search | Copy | Messages | Words)
 A = TypeVar("A", bound=Args)
 
@@ -172,10 +186,45 @@ def _authenticate(r: Reader) -> Authenticate:
 
 def _mailbox(r: Reader) -> MailboxName:
     r.sp()
+    return MailboxName(r.mailbox())
+
+
+def _select(r: Reader) -> Select:
+    r.sp()
     name = r.mailbox()
-    if r.take(b" ("):  # SELECT parameters (CONDSTORE …): none supported, so none accepted
-        raise r.fail("SELECT parameters are not supported")
-    return MailboxName(name)
+    condstore, qresync = False, None
+    if r.take(b" ("):
+        while True:
+            word = r.keyword()
+            if word == "CONDSTORE":
+                condstore = True
+            elif word == "QRESYNC":
+                r.sp()
+                qresync = _qresync(r)
+            else:
+                raise r.fail(f"unknown SELECT parameter {word}")
+            if r.take(b")"):
+                break
+            r.sp()
+    return Select(name, condstore, qresync)
+
+
+def _qresync(r: Reader) -> Qresync:
+    r.expect(b"(")
+    uidvalidity = r.nz_number()
+    r.sp()
+    modseq = r.mod_sequence()
+    known = None
+    if r.take(b" ") and r.peek() != b"(":
+        known = r.sequence_set()
+        r.take(b" ")
+    if r.take(b"("):  # seq-match-data: (sequence-set SP uid-set)
+        r.sequence_set()
+        r.sp()
+        r.sequence_set()
+        r.expect(b")")
+    r.expect(b")")
+    return Qresync(uidvalidity, modseq, known)
 
 
 def _rename(r: Reader) -> Rename:
@@ -186,18 +235,11 @@ def _rename(r: Reader) -> Rename:
 
 
 def _list(r: Reader) -> ListArgs:
-    r.sp()
-    special = False
-    if r.take(b"("):  # LIST-EXTENDED selection options: SPECIAL-USE is honoured, others ignored
-        words = _words_until_paren(r)
-        special = b"SPECIAL-USE" in words
-        r.sp()
-    reference = r.list_mailbox()
-    r.sp()
-    pattern = r.list_mailbox()
-    if r.take(b" RETURN ("):  # return options: the attributes we print are always returned
-        _words_until_paren(r)
-    return ListArgs(reference, pattern, special)
+    return list_args(r, extended=True, status_items=STATUS_ITEMS)
+
+
+def _lsub(r: Reader) -> ListArgs:
+    return list_args(r, extended=False, status_items=STATUS_ITEMS)
 
 
 def _words_until_paren(r: Reader) -> list[bytes]:
@@ -215,10 +257,16 @@ def _status(r: Reader) -> Status:
     r.sp()
     r.expect(b"(")
     items = tuple(w.decode("ascii") for w in _words_until_paren(r))
-    allowed = {"MESSAGES", "RECENT", "UIDNEXT", "UIDVALIDITY", "UNSEEN"}
-    if not items or not set(items) <= allowed:
-        raise r.fail("STATUS items are MESSAGES RECENT UIDNEXT UIDVALIDITY UNSEEN")
-    return Status(mailbox, items)
+    return Status(mailbox, _status_items(r, items))
+
+
+STATUS_ITEMS = ("MESSAGES", "RECENT", "UIDNEXT", "UIDVALIDITY", "UNSEEN", "HIGHESTMODSEQ")
+
+
+def _status_items(r: Reader, items: tuple[str, ...]) -> tuple[str, ...]:
+    if not items or not set(items) <= set(STATUS_ITEMS):
+        raise r.fail("STATUS items are " + " ".join(STATUS_ITEMS))
+    return items
 
 
 def _append(r: Reader) -> Append:
@@ -233,6 +281,7 @@ def _append(r: Reader) -> Append:
     if r.peek() == b'"':
         stamp = r.date_time()
         r.sp()
+    r.take(b"~")  # RFC 3516 literal8: the same bytes, possibly with NULs
     if r.peek() != b"{":
         raise r.fail("APPEND needs the message as a literal")
     return Append(mailbox, flags, stamp, r.literal())
@@ -242,19 +291,41 @@ def _fetch(r: Reader) -> Fetch:
     r.sp()
     messages = r.sequence_set()
     r.sp()
-    return Fetch(messages, fetch_atts(r))
+    atts = fetch_atts(r)
+    changedsince, vanished = None, False
+    if r.take(b" ("):
+        while True:
+            word = r.keyword()
+            if word == "CHANGEDSINCE":
+                r.sp()
+                changedsince = r.mod_sequence()
+            elif word == "VANISHED":
+                vanished = True
+            else:
+                raise r.fail(f"unknown FETCH modifier {word}")
+            if r.take(b")"):
+                break
+            r.sp()
+    if vanished and changedsince is None:
+        raise r.fail("VANISHED needs CHANGEDSINCE")
+    return Fetch(messages, atts, changedsince, vanished)
 
 
 def _store(r: Reader) -> Store:
     r.sp()
     messages = r.sequence_set()
     r.sp()
+    unchangedsince = None
+    if r.take(b"(UNCHANGEDSINCE "):
+        unchangedsince = r.mod_sequence(zero_ok=True)
+        r.expect(b")")
+        r.sp()
     mode = "+" if r.take(b"+") else "-" if r.take(b"-") else ""
     if not r.take(b"FLAGS"):
         raise r.fail("STORE supports FLAGS, +FLAGS and -FLAGS")
     silent = r.take(b".SILENT")
     r.sp()
-    return Store(messages, mode, silent, r.flags())
+    return Store(messages, mode, silent, r.flags(), unchangedsince)
 
 
 def _search(r: Reader) -> Search:
@@ -302,10 +373,12 @@ PARSERS: dict[str, Callable[[Reader], Args]] = {
          "IDLE", "NAMESPACE"], _none),
     "LOGIN": _login,
     "AUTHENTICATE": _authenticate,
-    **dict.fromkeys(["SELECT", "EXAMINE", "CREATE", "DELETE", "SUBSCRIBE", "UNSUBSCRIBE"], _mailbox),
+    "SELECT": _select,
+    "EXAMINE": _select,
+    **dict.fromkeys(["CREATE", "DELETE", "SUBSCRIBE", "UNSUBSCRIBE"], _mailbox),
     "RENAME": _rename,
     "LIST": _list,
-    "LSUB": _list,
+    "LSUB": _lsub,
     "STATUS": _status,
     "APPEND": _append,
     "FETCH": _fetch,

@@ -36,6 +36,9 @@ class SequenceSet:
             out.append((min(lo, hi), max(lo, hi)))
         return out
 
+    def contains(self, number: int, largest: int) -> bool:
+        return any(lo <= number <= hi for lo, hi in self.bounds(largest))
+
 
 class Reader:
     def __init__(self, data: bytes) -> None:
@@ -89,6 +92,13 @@ class Reader:
         digits = self._run(set(b"0123456789"))
         if not digits or len(digits) > 10:
             raise self.fail("expected a number")
+        return int(digits)
+
+    def mod_sequence(self, *, zero_ok: bool = False) -> int:
+        """RFC 7162 mod-sequence-value: up to 2^63 - 1 (``zero_ok`` for mod-sequence-valzer)."""
+        digits = self._run(set(b"0123456789"))
+        if not digits or len(digits) > 19 or int(digits) >= 1 << 63 or (int(digits) == 0 and not zero_ok):
+            raise self.fail("expected a mod-sequence")
         return int(digits)
 
     def nz_number(self) -> int:

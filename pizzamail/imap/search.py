@@ -16,6 +16,7 @@ from pizzamail.imap.searchkeys import (
     DateKey,
     FlagKey,
     HeaderKey,
+    ModseqKey,
     NotKey,
     OrKey,
     SearchKey,
@@ -115,6 +116,8 @@ class Searcher:
                 return _header_matches(c, name, value)
             case TextKey(value, body_only):
                 return _text_matches(c, value.casefold(), body_only)
+            case ModseqKey(modseq):
+                return self.view.rows[c.uid].modseq >= modseq
             case NotKey(inner):
                 return not self.matches(inner, c)
             case OrKey(left, right):
@@ -126,7 +129,7 @@ class Searcher:
     def _resolved(self, key: SetKey) -> set[int]:
         found = self._sets.get(key)
         if found is None:
-            found = self._sets[key] = set(self.view.resolve(key.messages, uid=key.uid))
+            found = self._sets[key] = set(self.view.resolve(key.messages, uid=key.uid, strict=False))
         return found
 
     def _day(self, key: DateKey, c: _Candidate) -> date | None:

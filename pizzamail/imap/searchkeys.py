@@ -59,6 +59,14 @@ class TextKey:
 
 
 @dataclass(frozen=True)
+class ModseqKey:
+    """RFC 7162 ``MODSEQ [entry type] n``: changed at or after modseq ``n`` (flags are our only
+    metadata, so the entry name and type narrow nothing)."""
+
+    modseq: int
+
+
+@dataclass(frozen=True)
 class NotKey:
     key: SearchKey
 
@@ -74,7 +82,8 @@ class AndKey:
     keys: tuple[SearchKey, ...]
 
 
-SearchKey = AllKey | FlagKey | SetKey | DateKey | SizeKey | HeaderKey | TextKey | NotKey | OrKey | AndKey
+SearchKey = (AllKey | FlagKey | SetKey | DateKey | SizeKey | HeaderKey | TextKey | ModseqKey | NotKey | OrKey
+             | AndKey)
 
 _FLAG_WORDS = {
     "ANSWERED": ("\\Answered", True), "UNANSWERED": ("\\Answered", False),
@@ -152,6 +161,7 @@ class _KeyParser:
             "NOT": self._not,
             "OR": self._or,
             "UID": self._uid,
+            "MODSEQ": self._modseq,
         }
 
     def _keyword(self, word: str) -> SearchKey:
@@ -185,3 +195,27 @@ class _KeyParser:
     def _uid(self, word: str) -> SearchKey:
         self.r.sp()
         return SetKey(self.r.sequence_set(), uid=True)
+
+    def _modseq(self, word: str) -> SearchKey:
+        self.r.sp()
+        if self.r.peek() == b'"':
+            self.r.quoted()  # entry name, e.g. "/flags/\\draft"
+            self.r.sp()
+            if self.r.keyword() not in ("PRIV", "SHARED", "ALL"):
+                raise self.r.fail("entry type is priv, shared or all")
+            self.r.sp()
+        return ModseqKey(self.r.mod_sequence(zero_ok=True))
+
+
+def uses_modseq(key: SearchKey) -> bool:
+    """Whether a program mentions MODSEQ (then the result carries the highest one, §3.1.5)."""
+    match key:
+        case ModseqKey():
+            return True
+        case NotKey(inner):
+            return uses_modseq(inner)
+        case OrKey(left, right):
+            return uses_modseq(left) or uses_modseq(right)
+        case AndKey(keys):
+            return any(uses_modseq(k) for k in keys)
+    return False

@@ -9,10 +9,12 @@ from typing import Any
 
 from pizzamail.errors import ImapError
 from pizzamail.imap.fetch import Fetcher
+from pizzamail.imap.fetchparse import FetchAtt
 from pizzamail.imap.parser import Command, Copy, Fetch, Messages, Search, Store
 from pizzamail.imap.search import Searcher
+from pizzamail.imap.searchkeys import uses_modseq
 from pizzamail.imap.session import Handler, Session, SessionEnd, State
-from pizzamail.imap.view import View
+from pizzamail.imap.view import View, uid_set
 
 
 def _writable(s: Session) -> View:
@@ -25,15 +27,60 @@ def _writable(s: Session) -> View:
 async def fetch(s: Session, cmd: Command) -> bytes:
     args = cmd.arg(Fetch)
     view = s.selected()
+    if args.vanished and not (cmd.uid and s.enabled.qresync):
+        raise ImapError("VANISHED needs UID FETCH and ENABLE QRESYNC", bad=True)
+    atts = args.atts
+    if args.changedsince is not None or any(a.name == "MODSEQ" for a in atts):
+        await s.use_condstore()
     uids = view.resolve(args.messages, uid=cmd.uid)
-    await Fetcher(view, args.atts).run(uids, uid_command=cmd.uid, send=s.conn.send)
+    if args.changedsince is not None:
+        since = args.changedsince
+        uids = [u for u in uids if view.rows[u].modseq > since]
+        if not any(a.name == "MODSEQ" for a in atts):
+            atts = (*atts, FetchAtt("MODSEQ"))
+        if args.vanished:
+            await _send_vanished_earlier(s, view, args, since)
+    await Fetcher(view, atts).run(uids, uid_command=cmd.uid, send=s.conn.send)
     return cmd.name.encode() + b" completed"
+
+
+async def _send_vanished_earlier(s: Session, view: View, args: Fetch, since: int) -> None:
+    """RFC 7162 §3.2.6: the requested UIDs expunged since ``since``."""
+    gone = await s.mailbox.expunged_since(view.folder, since)
+    largest = max(gone[-1] if gone else 0, view.uids[-1] if view.uids else 0)
+    gone = [u for u in gone if args.messages.contains(u, largest)]
+    if gone:
+        await s.conn.send(b"* VANISHED (EARLIER) " + uid_set(gone) + b"\r\n")
 
 
 async def store(s: Session, cmd: Command) -> bytes:
     args = cmd.arg(Store)
     view = _writable(s)
+    if args.unchangedsince is not None:
+        await s.use_condstore()
     uids = view.resolve(args.messages, uid=cmd.uid)
+    changes = _new_flags(view, uids, args)
+    modseq, modified = await _write_flags(s, view, uids, changes, args.unchangedsince)
+    changes = {u: f for u, f in changes.items() if u not in modified}
+    for uid, flags in changes.items():
+        for line in view.note_flags(uid, frozenset(flags), modseq):
+            await s.conn.send(line)
+    for uid in uids:
+        if uid in modified:
+            continue
+        if not args.silent:
+            await s.conn.send(view.fetch_flags(uid, with_uid=cmd.uid))
+        elif s.enabled.condstore and uid in changes:  # §3.1.3: the new MODSEQ even when silent
+            await s.conn.send(view.fetch_flags(uid, with_uid=cmd.uid, with_flags=False))
+    code = b""
+    if modified:
+        numbers = sorted(modified) if cmd.uid else [view.seq(u) for u in sorted(modified)]
+        code = b"[MODIFIED " + uid_set(numbers) + b"] "
+    return code + cmd.name.encode() + b" completed"
+
+
+def _new_flags(view: View, uids: list[int], args: Store) -> dict[int, set[str]]:
+    """uid -> its flags after the STORE, for the messages whose flags it changes."""
     given = set(args.flags) - {"\\Recent"}
     changes: dict[int, set[str]] = {}
     for uid in uids:
@@ -41,34 +88,36 @@ async def store(s: Session, cmd: Command) -> bytes:
         new = current | given if args.mode == "+" else current - given if args.mode == "-" else given
         if new != current:
             changes[uid] = new
+    return changes
+
+
+async def _write_flags(
+    s: Session, view: View, uids: list[int], changes: dict[int, set[str]], unchangedsince: int | None
+) -> tuple[int, set[int]]:
+    """Store the new flags; returns their modseq and the UIDs a conditional STORE left alone."""
+    if unchangedsince is None:
+        return (await s.mailbox.set_flags(view.folder, changes) if changes else 0), set()
+    modseq, modified = 0, set[int]()
     if changes:
-        await s.mailbox.set_flags(view.folder, changes)
-    for uid, flags in changes.items():
-        for line in view.note_flags(uid, frozenset(flags)):
-            await s.conn.send(line)
-    if not args.silent:
-        for uid in uids:
-            await s.conn.send(view.fetch_flags(uid, with_uid=cmd.uid))
-    return cmd.name.encode() + b" completed"
+        modseq, modified = await s.mailbox.set_flags_unless_changed(view.folder, changes, unchangedsince)
+    # A message the STORE would not change still fails the test when it changed after the client's look.
+    modified |= {u for u in uids if u not in changes and view.rows[u].modseq > unchangedsince}
+    return modseq, modified
 
 
 async def search(s: Session, cmd: Command) -> bytes:
     view = s.selected()
-    uids = Searcher(view).run(cmd.arg(Search).key)
+    key = cmd.arg(Search).key
+    with_modseq = uses_modseq(key)
+    if with_modseq:
+        await s.use_condstore()
+    uids = Searcher(view).run(key)
     numbers = uids if cmd.uid else [view.seq(u) for u in uids]
-    await s.conn.send(b"* SEARCH" + b"".join(b" %d" % n for n in numbers) + b"\r\n")
+    tail = b""
+    if with_modseq and uids:  # RFC 7162 §3.1.5: the highest modseq of what was found
+        tail = b" (MODSEQ %d)" % max(view.rows[u].modseq for u in uids)
+    await s.conn.send(b"* SEARCH" + b"".join(b" %d" % n for n in numbers) + tail + b"\r\n")
     return cmd.name.encode() + b" completed"
-
-
-def uid_set(uids: list[int]) -> bytes:
-    """``1,2,3,7`` -> ``1:3,7`` (order kept, as COPYUID pairs source and target by position)."""
-    runs: list[list[int]] = []
-    for uid in uids:
-        if runs and uid == runs[-1][1] + 1:
-            runs[-1][1] = uid
-        else:
-            runs.append([uid, uid])
-    return b",".join(b"%d" % a if a == b else b"%d:%d" % (a, b) for a, b in runs)
 
 
 async def _copy(s: Session, cmd: Command) -> tuple[list[int], bytes]:
@@ -127,7 +176,9 @@ async def expunge(s: Session, cmd: Command) -> bytes:
     else:
         uids = view.uids
     await _expunge(s, view, _deleted(view, uids))
-    return cmd.name.encode() + b" completed"
+    # Expunging raises the folder's modseq without any message carrying it: tell the client.
+    code = b"[HIGHESTMODSEQ %d] " % view.modseq if s.enabled.condstore else b""
+    return code + cmd.name.encode() + b" completed"
 
 
 async def close(s: Session, cmd: Command) -> bytes:

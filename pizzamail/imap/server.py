@@ -10,9 +10,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
+import ssl
+from collections.abc import Callable
 
 from pizzamail.auth import Accounts
+from pizzamail.imap.capabilities import peer_is_loopback
 from pizzamail.imap.commands import COMMANDS
 from pizzamail.imap.parser import literal_at_end, peek_tag
 from pizzamail.imap.session import Limits, Session, Shared
@@ -30,10 +34,24 @@ class FramingError(Exception):
 
 
 class Connection:
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, limits: Limits) -> None:
+    def __init__(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, limits: Limits, *,
+        secure: bool, local: bool,
+    ) -> None:
         self.reader = reader
         self.writer = writer
         self.limits = limits
+        self.secure = secure
+        self.local = local
+
+    async def start_tls(self, context: ssl.SSLContext, handshake_timeout: float) -> None:
+        # Bytes already read but not yet parsed were sent in the clear after STARTTLS: a
+        # man in the middle may have put them there (CVE-2011-0411 style), so they are dropped.
+        # The writer is drained (send() awaits that), so nothing yields between this and the
+        # transport pausing its reads inside start_tls: no plain-text byte can slip in between.
+        _discard_buffered(self.reader)
+        await self.writer.start_tls(context, ssl_handshake_timeout=handshake_timeout)
+        self.secure = True
 
     async def send(self, data: bytes) -> None:
         if data:
@@ -107,42 +125,73 @@ class Connection:
             await self.writer.wait_closed()
 
 
-class ImapServer:
-    """Our IMAP listener; ``close()`` stops listening and ends every session, IDLE ones too."""
+def _discard_buffered(reader: asyncio.StreamReader) -> None:
+    # StreamReader offers no public way to drop what it has buffered; its buffer is a bytearray.
+    buffered = vars(reader).get("_buffer")
+    if isinstance(buffered, bytearray):
+        buffered.clear()
 
-    def __init__(self, shared: Shared) -> None:
+
+class ImapServer:
+    """Our IMAP listener; ``close()`` stops listening and ends every session, IDLE ones too.
+
+    ``port`` is the plain listener (STARTTLS when a TLS context is given), ``tls_port`` the
+    implicit-TLS one (None when not listening for it).
+    """
+
+    def __init__(self, shared: Shared, is_local: Callable[[object], bool]) -> None:
         self.shared = shared
+        self.is_local = is_local
         self.port = 0
-        self._server: asyncio.Server | None = None
+        self.tls_port: int | None = None
+        self._servers: list[asyncio.Server] = []
         self._sessions: set[asyncio.Future[None]] = set()
         self._handlers: set[asyncio.Task[None]] = set()
 
     @classmethod
     async def start(
-        cls, *, host: str, port: int, mailbox: Mailbox, accounts: Accounts, limits: Limits | None = None
+        cls, *, host: str, port: int, mailbox: Mailbox, accounts: Accounts, limits: Limits | None = None,
+        tls: ssl.SSLContext | None = None, tls_port: int | None = None,
+        is_local: Callable[[object], bool] = peer_is_loopback,
     ) -> ImapServer:
+        """``is_local`` decides from a peer address whether plain-text passwords are safe."""
         limits = limits or Limits()
-        self = cls(Shared(mailbox=mailbox, accounts=accounts, limits=limits))
-        self._server = await asyncio.start_server(self._serve, host, port, limit=limits.max_line)
-        self.port = self._server.sockets[0].getsockname()[1]
+        self = cls(Shared(mailbox=mailbox, accounts=accounts, limits=limits, tls=tls), is_local)
+        try:
+            plain = await asyncio.start_server(
+                functools.partial(self._serve, secure=False), host, port, limit=limits.max_line)
+            self._servers.append(plain)
+            self.port = plain.sockets[0].getsockname()[1]
+            if tls is not None and tls_port is not None:
+                implicit = await asyncio.start_server(
+                    functools.partial(self._serve, secure=True), host, tls_port, limit=limits.max_line,
+                    ssl=tls, ssl_handshake_timeout=limits.tls_handshake_timeout)
+                self._servers.append(implicit)
+                self.tls_port = implicit.sockets[0].getsockname()[1]
+        except BaseException:
+            await self.close()
+            raise
         return self
 
     async def close(self) -> None:
-        if self._server is not None:
-            self._server.close()
+        for server in self._servers:
+            server.close()
         for task in list(self._sessions):
             task.cancel()
         await asyncio.gather(*self._sessions, *self._handlers, return_exceptions=True)
-        if self._server is not None:
-            await self._server.wait_closed()
-            self._server = None
+        for server in self._servers:
+            await server.wait_closed()
+        self._servers = []
 
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def _serve(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, *, secure: bool
+    ) -> None:
         # The conversation runs in a task of our own: close() cancels that one, never the task
         # asyncio created for this callback (Python 3.11 reports a cancelled one as an error).
         handler = asyncio.current_task()
         assert handler is not None
-        conn = Connection(reader, writer, self.shared.limits)
+        local = self.is_local(writer.get_extra_info("peername"))
+        conn = Connection(reader, writer, self.shared.limits, secure=secure, local=local)
         conversation = asyncio.ensure_future(self._converse(conn))
         self._sessions.add(conversation)
         self._handlers.add(handler)
@@ -182,6 +231,15 @@ class ImapServer:
                 return
 
 
-async def start_imap_server(*, host: str, port: int, mailbox: Mailbox, accounts: Accounts) -> ImapServer:
-    """Listen for IMAP on ``host:port`` (0 picks a free port; see ``ImapServer.port``)."""
-    return await ImapServer.start(host=host, port=port, mailbox=mailbox, accounts=accounts)
+async def start_imap_server(
+    *, host: str, port: int, mailbox: Mailbox, accounts: Accounts,
+    tls: ssl.SSLContext | None = None, tls_port: int | None = None,
+) -> ImapServer:
+    """Listen for IMAP on ``host:port`` (0 picks a free port; see ``ImapServer.port``).
+
+    With ``tls`` the plain port offers STARTTLS, and ``tls_port`` (0 = any free port, see
+    ``ImapServer.tls_port``) also listens for implicit TLS. Without TLS, passwords are accepted
+    only from loopback peers.
+    """
+    return await ImapServer.start(host=host, port=port, mailbox=mailbox, accounts=accounts, tls=tls,
+                                  tls_port=tls_port)

@@ -9,6 +9,7 @@ changes made elsewhere (other sessions, deliveries) reach this client.
 from __future__ import annotations
 
 import logging
+import ssl
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from enum import Enum
@@ -17,16 +18,16 @@ from typing import Protocol
 import pizzamail
 from pizzamail.auth import Accounts
 from pizzamail.errors import ImapError, PizzamailError
-from pizzamail.imap import wire
+from pizzamail.imap import capabilities, wire
 from pizzamail.imap.parser import Command, NoArgs, Words, parse_command, peek_tag
-from pizzamail.imap.view import RecentClaims, View
+from pizzamail.imap.view import Extensions, RecentClaims, View
 from pizzamail.mailbox import Mailbox
 
 log = logging.getLogger(__name__)
 
-CAPABILITIES_BEFORE_LOGIN = b"IMAP4rev1 SASL-IR LITERAL+ ID ENABLE IDLE AUTH=PLAIN"
-CAPABILITIES = (b"IMAP4rev1 SASL-IR LITERAL+ ID ENABLE IDLE NAMESPACE UNSELECT UIDPLUS MOVE CHILDREN"
-                b" SPECIAL-USE")
+#: what a handler returns when it has already sent its tagged response itself (STARTTLS must
+#: answer before its handshake, not after)
+ANSWERED = b""
 # Numbers in these commands are the client's sequence numbers: no EXPUNGE may be sent meanwhile.
 _NUMBERED = {"FETCH", "STORE", "SEARCH", "COPY", "MOVE"}
 
@@ -41,7 +42,16 @@ class State(Enum):
 class Connection(Protocol):
     """What a session needs from its connection."""
 
+    #: the channel is encrypted (implicit TLS, or STARTTLS done)
+    secure: bool
+    #: the peer is this machine, so a plain-text password never crosses a network
+    local: bool
+
     async def send(self, data: bytes) -> None: ...
+
+    async def start_tls(self, context: ssl.SSLContext, handshake_timeout: float) -> None:
+        """Upgrade to TLS; whatever the client sent before the handshake is discarded."""
+        ...
 
     async def read_line(self) -> bytes | None:
         """One client line (continuation data, IDLE's DONE); None when the client is gone."""
@@ -70,6 +80,8 @@ class Limits:
     max_line: int = 64 * 1024
     #: largest literal (an APPENDed message)
     max_literal: int = 64 * 1024 * 1024
+    #: seconds a TLS handshake (implicit or after STARTTLS) may take
+    tls_handshake_timeout: float = 30.0
 
 
 @dataclass(kw_only=True)
@@ -79,6 +91,8 @@ class Shared:
     mailbox: Mailbox
     accounts: Accounts
     limits: Limits
+    #: the server's certificate and key; None means no STARTTLS and no implicit TLS
+    tls: ssl.SSLContext | None = None
     claims: RecentClaims = field(default_factory=RecentClaims)
 
 
@@ -99,6 +113,7 @@ class Session:
         self.state = State.NOT_AUTHENTICATED
         self.view: View | None = None
         self.failed_logins = 0
+        self.enabled = Extensions()
 
     @property
     def mailbox(self) -> Mailbox:
@@ -108,8 +123,31 @@ class Session:
         assert self.view is not None, "command table lets this run only when selected"
         return self.view
 
+    @property
+    def plaintext_ok(self) -> bool:
+        """Passwords may be sent: the channel is encrypted or never leaves this machine."""
+        return self.conn.secure or self.conn.local
+
+    @property
+    def starttls_offered(self) -> bool:
+        return self.shared.tls is not None and not self.conn.secure
+
+    def capabilities(self) -> bytes:
+        if self.state is State.NOT_AUTHENTICATED:
+            return capabilities.before_login(starttls=self.starttls_offered, plaintext_ok=self.plaintext_ok)
+        return capabilities.after_login()
+
     def greeting(self) -> bytes:
-        return b"* OK [CAPABILITY " + CAPABILITIES_BEFORE_LOGIN + b"] pizzamail ready\r\n"
+        return b"* OK [CAPABILITY " + self.capabilities() + b"] pizzamail ready\r\n"
+
+    async def use_condstore(self) -> None:
+        """A CONDSTORE enabling command ran (RFC 7162 §3.1): from now on MODSEQ is reported, and
+        a session that already has a folder open learns where its modseq stands."""
+        if self.enabled.condstore:
+            return
+        self.enabled.condstore = True
+        if self.view is not None:
+            await self.conn.send(b"* OK [HIGHESTMODSEQ %d] Highest\r\n" % self.view.modseq)
 
     async def handle(self, raw: bytes) -> bool:
         """Run one framed command; False when the connection should close."""
@@ -134,7 +172,7 @@ class Session:
                 raise ImapError(f"{cmd.name} is not allowed in the {self.state.value} state", bad=True)
             await self.catch_up(cmd)
             text = await spec.handler(self, cmd)
-            response = cmd.tag + b" OK " + text + b"\r\n"
+            response = cmd.tag + b" OK " + text + b"\r\n" if text is not ANSWERED else b""
         except PizzamailError as exc:
             response = exc.imap_response(cmd.tag)
         except SessionEnd:
@@ -159,8 +197,7 @@ class Session:
 
 
 async def capability(s: Session, cmd: Command) -> bytes:
-    caps = CAPABILITIES if s.state is not State.NOT_AUTHENTICATED else CAPABILITIES_BEFORE_LOGIN
-    await s.conn.send(b"* CAPABILITY " + caps + b"\r\n")
+    await s.conn.send(b"* CAPABILITY " + s.capabilities() + b"\r\n")
     return b"CAPABILITY completed"
 
 
@@ -183,8 +220,17 @@ async def ident(s: Session, cmd: Command) -> bytes:
 
 
 async def enable(s: Session, cmd: Command) -> bytes:
-    cmd.arg(Words)  # nothing we support needs enabling, so nothing gets enabled
-    await s.conn.send(b"* ENABLED\r\n")
+    """RFC 5161: unknown names are ignored; ``* ENABLED`` lists what this command turned on."""
+    wanted = [w.decode("ascii", "replace") for w in cmd.arg(Words).words if w is not None]
+    turned_on: list[str] = []
+    for name in dict.fromkeys(w for w in wanted if w in capabilities.ENABLEABLE):
+        if name == "QRESYNC" and not s.enabled.qresync:
+            s.enabled.qresync = True
+            turned_on.append(name)
+        elif name == "CONDSTORE" and not s.enabled.condstore:
+            turned_on.append(name)
+        await s.use_condstore()  # QRESYNC implies CONDSTORE
+    await s.conn.send(b" ".join([b"* ENABLED", *(n.encode() for n in turned_on)]) + b"\r\n")
     return b"ENABLE completed"
 
 
@@ -192,7 +238,3 @@ async def namespace(s: Session, cmd: Command) -> bytes:
     cmd.arg(NoArgs)
     await s.conn.send(b'* NAMESPACE (("" "/")) NIL NIL\r\n')
     return b"NAMESPACE completed"
-
-
-async def starttls(s: Session, cmd: Command) -> bytes:
-    raise ImapError("STARTTLS is not offered on this listener")

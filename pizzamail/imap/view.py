@@ -15,6 +15,7 @@ import dataclasses
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
 
+from pizzamail.errors import ImapError
 from pizzamail.imap import wire
 from pizzamail.imap.reader import SequenceSet
 from pizzamail.mailbox import Folder, Mailbox, MailRow
@@ -43,11 +44,31 @@ class RecentClaims:
 
 
 @dataclass
+class Extensions:
+    """What a session has turned on (RFC 7162): shared by the session and its views."""
+
+    condstore: bool = False  # MODSEQ in FETCH responses about flag changes
+    qresync: bool = False  # VANISHED instead of EXPUNGE, UID in every flag update
+
+
+def uid_set(uids: list[int]) -> bytes:
+    """``1,2,3,7`` -> ``1:3,7`` (order kept, as COPYUID pairs source and target by position)."""
+    runs: list[list[int]] = []
+    for uid in uids:
+        if runs and uid == runs[-1][1] + 1:
+            runs[-1][1] = uid
+        else:
+            runs.append([uid, uid])
+    return b",".join(b"%d" % a if a == b else b"%d:%d" % (a, b) for a, b in runs)
+
+
+@dataclass
 class View:
     mailbox: Mailbox
     folder: Folder
     readonly: bool
     claims: RecentClaims
+    enabled: Extensions = field(default_factory=Extensions)
     uids: list[int] = field(default_factory=list)  # the client's numbering, ghosts included
     rows: dict[int, MailRow] = field(default_factory=dict)  # live messages
     ghosts: set[int] = field(default_factory=set)
@@ -56,8 +77,10 @@ class View:
     modseq: int = 0
 
     @classmethod
-    async def open(cls, mailbox: Mailbox, folder: Folder, readonly: bool, claims: RecentClaims) -> View:
-        view = cls(mailbox, folder, readonly, claims, modseq=folder.modseq)
+    async def open(
+        cls, mailbox: Mailbox, folder: Folder, readonly: bool, claims: RecentClaims, enabled: Extensions
+    ) -> View:
+        view = cls(mailbox, folder, readonly, claims, enabled, modseq=folder.modseq)
         for row in await mailbox.messages(folder):
             view._add(row)
         if readonly:
@@ -81,8 +104,14 @@ class View:
     def seq(self, uid: int) -> int:
         return bisect_left(self.uids, uid) + 1
 
-    def resolve(self, messages: SequenceSet, *, uid: bool) -> list[int]:
-        """The live UIDs a sequence set names, ascending (unknown numbers are ignored)."""
+    def resolve(self, messages: SequenceSet, *, uid: bool, strict: bool = True) -> list[int]:
+        """The live UIDs a sequence set names, ascending.
+
+        Unknown UIDs are ignored; a message number past the end is a BAD (RFC 3501 §9) when
+        ``strict``, except in a range that ends in ``*``, which simply stops at the last message.
+        """
+        if strict and not uid:
+            self._check_numbers(messages)
         if not self.uids:
             return []
         found: list[int] = []
@@ -96,6 +125,11 @@ class View:
             found = sorted(set(found))
         return [u for u in found if u not in self.ghosts] if self.ghosts else found
 
+    def _check_numbers(self, messages: SequenceSet) -> None:
+        for a, b in messages.ranges:
+            if a and b and max(a, b) > len(self.uids):
+                raise ImapError(f"no message has the number {max(a, b)}", bad=True)
+
     def flags(self, uid: int) -> frozenset[str]:
         flags = self.rows[uid].flags
         return flags | {"\\Recent"} if uid in self.recent else flags
@@ -105,10 +139,10 @@ class View:
 
     # -- changes made by this session ---------------------------------------------------------
 
-    def note_flags(self, uid: int, flags: frozenset[str]) -> list[bytes]:
+    def note_flags(self, uid: int, flags: frozenset[str], modseq: int) -> list[bytes]:
         """Record flags this session set; returns a ``* FLAGS`` line if a keyword is new."""
         row = self.rows[uid]
-        self.rows[uid] = dataclasses.replace(row, flags=flags, subdir="cur")
+        self.rows[uid] = dataclasses.replace(row, flags=flags, subdir="cur", modseq=modseq)
         new = {f for f in flags if not f.startswith("\\")} - self.keywords
         self.keywords |= new
         return [self.flag_line()] if new else []
@@ -132,8 +166,8 @@ class View:
             flagged, keyword_line = self._apply(changed)
             await self._find_gone()
             out += keyword_line
-            expunged = self._expunges() if expunge_ok else []
-            out += expunged + self._exists(before - len(expunged))
+            gone = len(self.ghosts) if expunge_ok else 0
+            out += (self._expunges() if expunge_ok else []) + self._exists(before - gone)
             out += [self.fetch_flags(u) for u in flagged if u in self.rows]
         elif expunge_ok:
             out += self._expunges()
@@ -178,21 +212,30 @@ class View:
         self.note_gone(sorted(set(self.rows) - {int(r["uid"]) for r in present}))
 
     def _expunges(self) -> list[bytes]:
-        """``* n EXPUNGE`` for every ghost, highest first so no number needs adjusting."""
+        """``* n EXPUNGE`` for every ghost, highest first so no number needs adjusting; with
+        QRESYNC one ``* VANISHED`` line of UIDs instead (RFC 7162 §3.2.10)."""
         if not self.ghosts:
             return []
-        seqs = sorted((self.seq(u) for u in self.ghosts), reverse=True)
+        if self.enabled.qresync:
+            lines = [b"* VANISHED " + uid_set(sorted(self.ghosts)) + b"\r\n"]
+        else:
+            seqs = sorted((self.seq(u) for u in self.ghosts), reverse=True)
+            lines = [b"* %d EXPUNGE\r\n" % s for s in seqs]
         self.uids = [u for u in self.uids if u not in self.ghosts]
         self.recent -= self.ghosts
         self.ghosts = set()
-        return [b"* %d EXPUNGE\r\n" % s for s in seqs]
+        return lines
 
     def _exists(self, before: int) -> list[bytes]:
         if self.exists == before:
             return []
         return [b"* %d EXISTS\r\n" % self.exists, b"* %d RECENT\r\n" % len(self.recent)]
 
-    def fetch_flags(self, uid: int, *, with_uid: bool = False) -> bytes:
-        uid_item = b" UID %d" % uid if with_uid else b""
-        flags = wire.flag_list(self.flags(uid))
-        return b"* %d FETCH (FLAGS %s%s)\r\n" % (self.seq(uid), flags, uid_item)
+    def fetch_flags(self, uid: int, *, with_uid: bool = False, with_flags: bool = True) -> bytes:
+        """The FETCH line announcing a message's flags (with MODSEQ once CONDSTORE is on)."""
+        items = [b"FLAGS " + wire.flag_list(self.flags(uid))] if with_flags else []
+        if with_uid or self.enabled.qresync:
+            items.append(b"UID %d" % uid)
+        if self.enabled.condstore:
+            items.append(b"MODSEQ (%d)" % self.rows[uid].modseq)
+        return b"* %d FETCH (%s)\r\n" % (self.seq(uid), b" ".join(items))

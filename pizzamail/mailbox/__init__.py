@@ -212,51 +212,68 @@ class Mailbox:
 
     async def set_flags(self, folder: Folder, changes: dict[int, set[str]]) -> int:
         """Replace the flags of several messages (uid -> new flags). Returns the new modseq."""
-        current = {r.uid: r for r in await self._rows(folder, changes)}
+        return (await self._write_flags(folder, changes, None))[0]
+
+    async def set_flags_unless_changed(
+        self, folder: Folder, changes: dict[int, set[str]], unchangedsince: int
+    ) -> tuple[int, set[int]]:
+        """:meth:`set_flags` for the messages whose modseq is still at most ``unchangedsince``,
+        checked in the same transaction (IMAP's conditional STORE, RFC 7162 §3.1.3).
+
+        Returns the new modseq (0 when nothing was written) and the UIDs left alone because
+        they had changed.
+        """
+        return await self._write_flags(folder, changes, unchangedsince)
+
+    async def _write_flags(
+        self, folder: Folder, changes: dict[int, set[str]], unchangedsince: int | None
+    ) -> tuple[int, set[int]]:
+        # Rows are read and files renamed under the write lock: two sessions flagging the same
+        # message at once would otherwise rename a file by a name the other one already changed.
         async with self.store.write() as db:
-            modseq = await _bump(db, folder.id)
-            for uid, flags in changes.items():
-                if uid in current:
-                    await db.execute(
-                        "UPDATE mail SET flags = ?, modseq = ?, subdir = 'cur'"
-                        " WHERE folder_id = ? AND uid = ?",
-                        (_flags_text(flags), modseq, folder.id, uid),
-                    )
-        for uid, flags in changes.items():
-            row = current.get(uid)
-            if row is not None:
-                self._move_file(folder, row, flags)
-        self._changed(folder.id)
-        return modseq
+            current = {r.uid: r for r in await _locked_rows(db, folder.id, changes)}
+            skipped = set()
+            if unchangedsince is not None:
+                skipped = {u for u, r in current.items() if r.modseq > unchangedsince}
+            todo = {u: f for u, f in changes.items() if u in current and u not in skipped}
+            modseq = await _bump(db, folder.id) if todo or unchangedsince is None else 0
+            for uid, flags in todo.items():
+                await db.execute(
+                    "UPDATE mail SET flags = ?, modseq = ?, subdir = 'cur' WHERE folder_id = ? AND uid = ?",
+                    (_flags_text(flags), modseq, folder.id, uid),
+                )
+            for uid, flags in todo.items():
+                self._move_file(folder, current[uid], flags)
+        if modseq:
+            self._changed(folder.id)
+        return modseq, skipped
 
     async def expunge(self, folder: Folder, uids: Iterable[int]) -> list[int]:
         """Remove messages (file and index row). Returns the UIDs actually removed."""
-        rows = await self._rows(folder, {u: set() for u in uids})
         async with self.store.write() as db:
-            await _bump(db, folder.id)
+            # Read under the lock, like _write_flags: the file name must be the current one.
+            rows = await _locked_rows(db, folder.id, uids)
+            modseq = await _bump(db, folder.id)
             for row in rows:
                 await db.execute(
                     "DELETE FROM mail WHERE folder_id = ? AND uid = ?", (folder.id, row.uid)
                 )
-        for row in rows:
-            self.file_path(folder, row).unlink(missing_ok=True)
+                await db.execute(
+                    "INSERT OR REPLACE INTO expunged(folder_id, uid, modseq) VALUES (?, ?, ?)",
+                    (folder.id, row.uid, modseq),
+                )
+            for row in rows:
+                self.file_path(folder, row).unlink(missing_ok=True)
         if rows:
             self._changed(folder.id)
         return [r.uid for r in rows]
 
-    async def _rows(self, folder: Folder, uids: Iterable[int]) -> list[MailRow]:
-        """Index rows of just these UIDs (work proportional to the request, not the folder)."""
-        wanted = sorted(set(uids))
-        rows: list[MailRow] = []
-        for start in range(0, len(wanted), _CHUNK):
-            chunk = wanted[start:start + _CHUNK]
-            marks = ", ".join("?" * len(chunk))
-            found = await self.store.fetchall(
-                "SELECT uid, name, subdir, size, internaldate, flags, modseq FROM mail"
-                f" WHERE folder_id = ? AND uid IN ({marks}) ORDER BY uid", (folder.id, *chunk),
-            )
-            rows.extend(_mail(r) for r in found)
-        return rows
+    async def expunged_since(self, folder: Folder, modseq: int) -> list[int]:
+        """UIDs expunged from ``folder`` with a modseq above ``modseq``, ascending (QRESYNC)."""
+        rows = await self.store.fetchall(
+            "SELECT uid FROM expunged WHERE folder_id = ? AND modseq > ? ORDER BY uid", (folder.id, modseq)
+        )
+        return [int(r["uid"]) for r in rows]
 
     def _move_file(self, folder: Folder, row: MailRow, flags: set[str]) -> None:
         src = self.file_path(folder, row)
@@ -351,6 +368,20 @@ async def _bump(db: aiosqlite.Connection, folder_id: int) -> int:
         row = await cursor.fetchone()
     assert row is not None
     return int(row[0])
+
+
+async def _locked_rows(db: aiosqlite.Connection, folder_id: int, uids: Iterable[int]) -> list[MailRow]:
+    """Index rows of these UIDs, read inside a write transaction (so they cannot be stale)."""
+    wanted = sorted(set(uids))
+    rows: list[MailRow] = []
+    for start in range(0, len(wanted), _CHUNK):
+        chunk = wanted[start:start + _CHUNK]
+        marks = ", ".join("?" * len(chunk))
+        sql = ("SELECT uid, name, subdir, size, internaldate, flags, modseq FROM mail"
+               f" WHERE folder_id = ? AND uid IN ({marks}) ORDER BY uid")
+        async with db.execute(sql, (folder_id, *chunk)) as cursor:
+            rows.extend(_mail(r) for r in await cursor.fetchall())
+    return rows
 
 
 async def _next_uid(db: aiosqlite.Connection, folder_id: int) -> tuple[int, int]:

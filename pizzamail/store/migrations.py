@@ -104,6 +104,20 @@ MIGRATIONS: list[tuple[str, str]] = [
         CREATE INDEX mail_modseq ON mail(folder_id, modseq);
         """,
     ),
+    (
+        # IMAP QRESYNC (RFC 7162) tells a reconnecting client which UIDs vanished since its last
+        # modseq, so each expunge is remembered with the modseq it was given.
+        "003_expunged",
+        """
+        CREATE TABLE expunged(
+            folder_id INTEGER NOT NULL REFERENCES folders(id) ON DELETE CASCADE,
+            uid INTEGER NOT NULL,
+            modseq INTEGER NOT NULL,
+            PRIMARY KEY (folder_id, uid)
+        );
+        CREATE INDEX expunged_modseq ON expunged(folder_id, modseq);
+        """,
+    ),
 ]
 
 

@@ -19,6 +19,7 @@ from pizzamail.imap.parser import (
     Login,
     MailboxName,
     Search,
+    Select,
     Status,
     Store,
     literal_at_end,
@@ -78,11 +79,21 @@ def test_store_append_status_list_copy() -> None:
     assert append.args == Append("Sent", ("\\Seen",), 1783238400, b"hi\r\n")
     status = parse_command(b"s STATUS inbox (UIDNEXT MESSAGES)").args
     assert status == Status("INBOX", ("UIDNEXT", "MESSAGES"))
-    assert parse_command(b'l LIST "" ""').args == ListArgs("", "")
-    assert parse_command(b'l LIST (SPECIAL-USE) "" *').args == ListArgs("", "*", True)
-    assert parse_command(b"l LSUB \"\" %/&AOk-t&AOk-").args == ListArgs("", "%/été")
+    assert parse_command(b'l LIST "" ""').args == ListArgs("", ("",))
+    special = ListArgs("", ("*",), frozenset({"SPECIAL-USE"}))
+    assert parse_command(b'l LIST (SPECIAL-USE) "" *').args == special
+    assert parse_command(b"l LSUB \"\" %/&AOk-t&AOk-").args == ListArgs("", ("%/été",))
+    assert parse_command(b'l LIST (SUBSCRIBED RECURSIVEMATCH) "" ("INBOX" %) RETURN (CHILDREN STATUS '
+                         b'(MESSAGES HIGHESTMODSEQ))').args == ListArgs(
+        "", ("INBOX", "%"), frozenset({"SUBSCRIBED", "RECURSIVEMATCH"}), frozenset({"CHILDREN", "STATUS"}),
+        ("MESSAGES", "HIGHESTMODSEQ"))
+    with pytest.raises(ImapError):
+        parse_command(b'l LIST (RECURSIVEMATCH) "" *')
+    with pytest.raises(ImapError):
+        parse_command(b'l LSUB (SUBSCRIBED) "" *')
     assert parse_command(b"c UID MOVE 1:* Archive").args == Copy(SequenceSet(((1, 0),)), "Archive")
-    assert parse_command(b"s SELECT &AOk-t&AOk-").args == MailboxName("été")
+    assert parse_command(b"s SELECT &AOk-t&AOk-").args == Select("été")
+    assert parse_command(b"s DELETE &AOk-t&AOk-").args == MailboxName("été")
 
 
 def test_authenticate_with_and_without_initial_response() -> None:
