@@ -12,6 +12,7 @@ import ipaddress
 import json
 import logging
 import os
+import ssl
 from collections.abc import Callable, Coroutine
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
@@ -41,14 +42,19 @@ class Listening:
     host: str
     smtp: int
     imap: int
+    imaps: int
 
 
-def check_bind(config: Config) -> None:
-    """Only loopback is allowed for now: plain-text AUTH must never cross a network."""
-    if not ipaddress.ip_address(config.server.host).is_loopback:
+def is_loopback(host: str) -> bool:
+    return ipaddress.ip_address(host).is_loopback
+
+
+def check_bind(config: Config, tls: ssl.SSLContext | None) -> None:
+    """Passwords must never cross a network in clear text: beyond loopback, TLS is required."""
+    if tls is None and not is_loopback(config.server.host):
         raise ConfigError(
-            "server.host", config.server.host, "a loopback address such as 127.0.0.1",
-            hint="TLS is required to listen on other addresses and is not available yet",
+            "server.host", config.server.host, "a loopback address such as 127.0.0.1 without TLS",
+            hint="run `pizzamail init` to create a certificate, or set [server] tls_cert and tls_key",
         )
 
 
@@ -57,11 +63,12 @@ class Service:
     home: Home
     config: Config
     secrets: SecretStore
+    tls: ssl.SSLContext | None = None
     demo_data: bool = False
     _tasks: set[asyncio.Task[object]] = field(default_factory=set)
 
     async def run(self, stop: asyncio.Event, ready: Callable[[Listening], None]) -> None:
-        check_bind(self.config)
+        check_bind(self.config, self.tls)
         async with AsyncExitStack() as stack:
             listening = await self._start(stack)
             self._write_state(listening)
@@ -88,12 +95,13 @@ class Service:
         stack.push_async_callback(runner.stop)
         stack.push_async_callback(self._drain)
         smtp_port = await self._start_smtp(stack, store, blobs, filer, runner)
+        server = self.config.server
         imap = await start_imap_server(
-            host=self.config.server.host, port=self.config.server.imap_port, mailbox=mailbox,
-            accounts=self.accounts(),
+            host=server.host, port=server.imap_port, mailbox=mailbox, accounts=self.accounts(),
+            tls=self.tls, tls_port=server.imaps_port if self.tls else None,
         )
         stack.push_async_callback(imap.close)
-        return Listening(host=self.config.server.host, smtp=smtp_port, imap=imap.port)
+        return Listening(host=server.host, smtp=smtp_port, imap=imap.port, imaps=imap.tls_port or 0)
 
     async def _start_smtp(
         self, stack: AsyncExitStack, store: Store, blobs: BlobStore, filer: Filer, runner: Runner
@@ -107,9 +115,11 @@ class Service:
             agents=frozenset({self.config.agent.address.lower()}), domain=self.config.domain,
             on_stored=stored,
         )
+        settings = self.config.server
         server = await start_smtp_server(
-            host=self.config.server.host, port=self.config.server.smtp_port, handler=handler,
-            max_size=self.config.server.max_message_size,
+            host=settings.host, port=settings.smtp_port, handler=handler,
+            max_size=settings.max_message_size, tls=self.tls,
+            require_tls=not is_loopback(settings.host),
         )
         stack.push_async_callback(_close_server, server)
         return int(server.sockets[0].getsockname()[1])
@@ -137,7 +147,7 @@ class Service:
 
     def _write_state(self, listening: Listening) -> None:
         state = {"pid": os.getpid(), "host": listening.host, "smtp_port": listening.smtp,
-                 "imap_port": listening.imap}
+                 "imap_port": listening.imap, "imaps_port": listening.imaps}
         write_private(self.home.state_file, json.dumps(state).encode())
 
 

@@ -10,6 +10,7 @@ import click
 
 from pizzamail.cli.app import App
 from pizzamail.logs import setup_logging
+from pizzamail.tls import fingerprint, server_context
 
 if TYPE_CHECKING:  # the service pulls in every server; other commands start faster without it
     from pizzamail.service import Listening, Service
@@ -40,7 +41,8 @@ def serve(app: App, demo_data: bool, verbose: bool) -> None:
 
     setup_logging(app.home.logs, verbose=verbose)
     _warn_no_keyring(app)
-    service = Service(home=app.home, config=app.config, secrets=app.secrets, demo_data=demo_data)
+    service = Service(home=app.home, config=app.config, secrets=app.secrets,
+                      tls=server_context(*app.tls_paths()), demo_data=demo_data)
     asyncio.run(_serve(app, service))
 
 
@@ -62,18 +64,24 @@ def account_settings(app: App, listening: Listening | None = None) -> str:
     server = app.config.server
     host = listening.host if listening else server.host
     imap = listening.imap if listening else server.imap_port
+    imaps = listening.imaps if listening else server.imaps_port
     smtp = listening.smtp if listening else server.smtp_port
+    cert = app.tls_paths()[0]
+    plain = "no encryption (loopback only) or STARTTLS"
     return "\n".join([
         "",
         "Mail account settings (add them in Thunderbird, Apple Mail, mutt …):",
-        f"  IMAP server  {host} port {imap}, no encryption (loopback only), normal password",
-        f"  SMTP server  {host} port {smtp}, no encryption (loopback only), normal password",
+        f"  IMAP server  {host} port {imap}, {plain}, normal password",
+        f"               or port {imaps} with SSL/TLS",
+        f"  SMTP server  {host} port {smtp}, {plain}, normal password",
         f"  user name    {app.config.account.user}",
         "  password     run `pizzamail account password`"
         f" (kept in {app.secrets.location})",
         f"  your address {app.config.account.address}",
         f"  write to     {app.config.agent.address}",
         f"  home         {app.home.root}",
+        f"  certificate  {cert}",
+        f"               SHA-256 {fingerprint(cert) if cert.exists() else '(not created yet)'}",
         "",
     ])
 
