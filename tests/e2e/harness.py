@@ -27,7 +27,7 @@ def write_config(home: Path, *, base_url: str | None) -> None:
     home.mkdir(mode=0o700, parents=True, exist_ok=True)
     provider = f'\n[providers.openai]\nbase_url = "{base_url}"\nmax_retries = 0\n' if base_url else ""
     (home / "config.toml").write_text(
-        "[server]\nsmtp_port = 0\nimap_port = 0\nhttp_port = 0\n"
+        "[server]\nsmtp_port = 0\nimap_port = 0\nimaps_port = 0\nhttp_port = 0\n"
         "[agent]\nmodel = \"openai:fake-model\"\n" + provider
     )
 
@@ -39,6 +39,7 @@ class Served:
     proc: subprocess.Popen[str] | None = None
     smtp: int = 0
     imap: int = 0
+    imaps: int = 0
     output: list[str] = field(default_factory=list)
     _lines: queue.Queue[str | None] = field(default_factory=queue.Queue)
 
@@ -53,6 +54,7 @@ class Served:
         text = "\n".join(self.output)
         self.imap = int(_match(r"IMAP server\s+\S+ port (\d+)", text))
         self.smtp = int(_match(r"SMTP server\s+\S+ port (\d+)", text))
+        self.imaps = int(_match(r"or port (\d+) with SSL/TLS", text))
         return self
 
     @staticmethod

@@ -6,6 +6,7 @@ import asyncio
 import email
 import email.policy
 import imaplib
+import ssl
 from email.message import EmailMessage
 
 import aioimaplib
@@ -149,3 +150,15 @@ def test_sigterm_stops_cleanly(served: Served, fake_openai: FakeOpenAI) -> None:
     assert served.output[-1] == "pizzamail stopped."
     assert not (served.home / "serve.json").exists()
     assert list((served.home / "Maildir" / "tmp").iterdir()) == []
+
+
+def test_imaps_port_serves_the_home_certificate(served: Served, fake_openai: FakeOpenAI) -> None:
+    served.start()
+    context = ssl.create_default_context(cafile=str(served.home / "tls" / "cert.pem"))
+    with imaplib.IMAP4_SSL("localhost", served.imaps, ssl_context=context) as imap:
+        assert imap.login("me", served.password)[0] == "OK"
+        assert imap.select("INBOX", readonly=True)[0] == "OK"
+    with imaplib.IMAP4("127.0.0.1", served.imap) as imap:
+        assert "STARTTLS" in imap.capabilities
+        imap.starttls(context)
+        assert imap.login("me", served.password)[0] == "OK"
