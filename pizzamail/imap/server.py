@@ -190,6 +190,9 @@ class ImapServer:
         # asyncio created for this callback (Python 3.11 reports a cancelled one as an error).
         handler = asyncio.current_task()
         assert handler is not None
+        if len(self._sessions) >= self.shared.limits.max_connections:
+            await _refuse(writer, b"* BYE [UNAVAILABLE] Too many connections; try again later\r\n")
+            return
         local = self.is_local(writer.get_extra_info("peername"))
         conn = Connection(reader, writer, self.shared.limits, secure=secure, local=local)
         conversation = asyncio.ensure_future(self._converse(conn))
@@ -229,6 +232,15 @@ class ImapServer:
                 return
             if raw is None or not await session.handle(raw):
                 return
+
+
+async def _refuse(writer: asyncio.StreamWriter, line: bytes) -> None:
+    with contextlib.suppress(ConnectionError):
+        writer.write(line)
+        await writer.drain()
+    writer.close()
+    with contextlib.suppress(ConnectionError):
+        await writer.wait_closed()
 
 
 async def start_imap_server(

@@ -82,6 +82,9 @@ class Limits:
     max_literal: int = 64 * 1024 * 1024
     #: seconds a TLS handshake (implicit or after STARTTLS) may take
     tls_handshake_timeout: float = 30.0
+    #: connections served at once; one more is greeted with BYE (a phone and a few desktops
+    #: need a handful each, so this only stops a runaway client from exhausting descriptors)
+    max_connections: int = 256
 
 
 @dataclass(kw_only=True)

@@ -1,0 +1,42 @@
+"""Many clients at once, and the cap on how many one server serves."""
+
+from __future__ import annotations
+
+import asyncio
+
+from imaptools import ACCOUNTS, Client, connect
+
+from pizzamail.imap import ImapServer, Limits
+from pizzamail.mailbox import Mailbox
+
+
+async def test_a_hundred_clients_work_at_once(server: ImapServer, sample: list[bytes]) -> None:
+    async def one(n: int) -> bytes:
+        client = await connect(server)
+        try:
+            await client.command(f"S{n} SELECT INBOX".encode())
+            lines = await client.command(f"F{n} FETCH 1 (UID RFC822.SIZE)".encode())
+            return lines[0]
+        finally:
+            await client.close()
+
+    answers = await asyncio.gather(*(one(n) for n in range(100)))
+    assert len(set(answers)) == 1 and answers[0].startswith(b"* 1 FETCH (UID 1 RFC822.SIZE ")
+
+
+async def test_one_more_than_the_cap_is_told_to_come_back(mailbox: Mailbox) -> None:
+    server = await ImapServer.start(host="127.0.0.1", port=0, mailbox=mailbox, accounts=ACCOUNTS,
+                                    limits=Limits(login_delay=0.01, max_connections=2))
+    held: list[Client] = []
+    try:
+        held = [await connect(server), await connect(server)]
+        reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+        refused = Client(reader, writer)
+        assert await refused.line() == b"* BYE [UNAVAILABLE] Too many connections; try again later\r\n"
+        assert await asyncio.wait_for(reader.read(), 5) == b""
+        await refused.close()
+        assert (await held[0].command(b"N NOOP"))[-1].startswith(b"N OK")  # the others go on
+    finally:
+        for client in held:
+            await client.close()
+        await server.close()
