@@ -1,0 +1,720 @@
+"""IMAP serving against Dovecot: the same Maildir served by pizzamail and by Dovecot, same run.
+
+Builds a Maildir of synthetic but realistic mail (1-30 KB, plain, alternative and with
+attachments), gives each server its own copy, starts each in its own process on a loopback port,
+and measures with real clients:
+
+  (a) mbsync full pull of INBOX into an empty local Maildir (wall time, median of --rounds), once
+      with mbsync's defaults (it fsyncs every message it stores, as users run it) and once with
+      FSync no, where the client's disk flushes no longer hide the servers' differences;
+  (b) the header listing a client does on first open,
+      UID FETCH 1:* (UID FLAGS RFC822.SIZE INTERNALDATE BODY.PEEK[HEADER.FIELDS (FROM TO SUBJECT
+      DATE MESSAGE-ID)]), first and repeated;
+  (c) SELECT INBOX, the first (cold) one after start and a warm one (median of 5);
+  (d) server RSS after the runs and CPU over 5 s with one client in IDLE.
+
+Prints one table with the ratios pizzamail / Dovecot. Needs Dovecot (``apt-get install
+dovecot-imapd``) and mbsync (``apt-get install isync``).
+
+    python bench/imap.py [--messages 20000] [--rounds 3] [--cache DIR] [--keep] [--profile FILE]
+
+--profile runs the pizzamail server under cProfile (its figures are then slower than real).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import contextlib
+import cProfile
+import os
+import pwd
+import random
+import re
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+DOVECOT = "/usr/sbin/dovecot"
+USER, PASSWORD = "me", "pw"
+HEADER_LISTING = (b"UID FETCH 1:* (UID FLAGS RFC822.SIZE INTERNALDATE "
+                  b"BODY.PEEK[HEADER.FIELDS (FROM TO SUBJECT DATE MESSAGE-ID)])")
+IDLE_SECONDS = 5.0
+START = 1_735_689_600  # 2025-01-01 00:00 UTC
+
+# -- the corpus ---------------------------------------------------------------------------------
+
+_VOCABULARY = ("the agent summary issue report weekly build release approval draft thread reply schedule "
+               "repository comment review merge deploy invoice customer numbers quarter progress step "
+               "result error retry timeout provider model tool request action pending meeting notes "
+               "please attached figures chart budget plan owner status today tomorrow Größe prüfen résumé "
+               "naïve café déjà Übersicht")
+WORDS = _VOCABULARY.split()
+NAMES = ("Alice Martin", "Bob Chen", "Carla Díaz", "Dmitri Ivanov", "Eve Okafor", "Jürgen Müller",
+         "Pizzamail Bot", "Noor Haddad", "Sam Lee", "Yuki Tanaka")
+
+
+def _address(rng: random.Random) -> tuple[str, str]:
+    name = rng.choice(NAMES)
+    local = name.split()[0].lower().encode("ascii", "ignore").decode() or "user"
+    return name, f"{local}@{rng.choice(('example.org', 'pizzamail.localhost', 'corp.example'))}"
+
+
+def _encoded(name: str) -> str:
+    if name.isascii():
+        return f'"{name}"'
+    return "=?UTF-8?B?" + base64.b64encode(name.encode()).decode() + "?="
+
+
+def _paragraphs(rng: random.Random, size: int) -> str:
+    lines, total = [], 0
+    while total < size:
+        line = " ".join(rng.choice(WORDS) for _ in range(rng.randint(6, 13)))
+        lines.append(line.capitalize() + ".")
+        total += len(line) + 3
+        if rng.random() < 0.15:
+            lines.append("")
+    return "\r\n".join(lines) + "\r\n"
+
+
+def _size(rng: random.Random) -> int:
+    """Mostly a few KB, a long tail to 30 KB."""
+    return int(min(30_000, max(1_000, rng.lognormvariate(8.4, 0.7))))
+
+
+def message(i: int, rng: random.Random, stamp: int) -> bytes:
+    name, addr = _address(rng)
+    subject = " ".join(rng.choice(WORDS) for _ in range(rng.randint(3, 9))).capitalize()
+    if rng.random() < 0.3:
+        subject = "Re: " + subject
+    date = time.strftime("%a, %d %b %Y %H:%M:%S +0000", time.gmtime(stamp))
+    head = [
+        f"Return-Path: <{addr}>",
+        f"Received: from mx.example.org (mx.example.org [192.0.2.{i % 250 + 1}])\r\n"
+        f"\tby pizzamail.localhost with ESMTPS id {i:08x}; {date}",
+        f"From: {_encoded(name)} <{addr}>",
+        "To: Me <me@pizzamail.localhost>",
+        f"Subject: {subject if subject.isascii() else _encoded(subject)}",
+        f"Date: {date}",
+        f"Message-ID: <bench-{i}.{stamp}@{addr.split('@')[1]}>",
+    ]
+    if rng.random() < 0.3:
+        head.append(f"In-Reply-To: <bench-{max(0, i - rng.randint(1, 50))}@example.org>")
+    head.append("MIME-Version: 1.0")
+    size, kind = _size(rng), rng.random()
+    if kind < 0.6:
+        head.append("Content-Type: text/plain; charset=utf-8")
+        head.append("Content-Transfer-Encoding: 8bit")
+        body = _paragraphs(rng, size)
+    elif kind < 0.8:
+        text = _paragraphs(rng, size // 3)
+        html = "<html><body><p>" + text.replace("\r\n\r\n", "</p>\r\n<p>") + "</p></body></html>\r\n"
+        head.append(f'Content-Type: multipart/alternative; boundary="alt-{i}"')
+        body = (f"--alt-{i}\r\nContent-Type: text/plain; charset=utf-8\r\n\r\n{text}"
+                f"--alt-{i}\r\nContent-Type: text/html; charset=utf-8\r\n\r\n{html}--alt-{i}--\r\n")
+    else:
+        text = _paragraphs(rng, min(size // 4, 3000))
+        blob = rng.randbytes(max(200, (size - len(text)) * 3 // 4))
+        encoded = base64.encodebytes(blob).decode().replace("\n", "\r\n")
+        kind_name = rng.choice((("application/pdf", "report.pdf"), ("text/csv", "numbers.csv"),
+                                ("image/png", "chart.png")))
+        head.append(f'Content-Type: multipart/mixed; boundary="mix-{i}"')
+        body = (f"This is a multi-part message in MIME format.\r\n\r\n"
+                f"--mix-{i}\r\nContent-Type: text/plain; charset=utf-8\r\n\r\n{text}"
+                f'--mix-{i}\r\nContent-Type: {kind_name[0]}; name="{kind_name[1]}"\r\n'
+                f'Content-Disposition: attachment; filename="{kind_name[1]}"\r\n'
+                f"Content-Transfer-Encoding: base64\r\n\r\n{encoded}--mix-{i}--\r\n")
+    return ("\r\n".join(head) + "\r\n\r\n" + body).encode()
+
+
+def build_maildir(root: Path, count: int) -> None:
+    """A Maildir (INBOX only) of ``count`` messages; most are read, some flagged or answered,
+    the newest tenth still in new/."""
+    rng = random.Random(20_000)
+    for sub in ("tmp", "new", "cur"):
+        (root / sub).mkdir(parents=True, exist_ok=True)
+    for i in range(count):
+        stamp = START + i * 600
+        data = message(i, rng, stamp)
+        base = f"{stamp}.M{i}P4242Q{i}.bench"
+        if i >= count * 0.9:
+            path = root / "new" / base
+        else:
+            flags = "S" + rng.choice(("", "", "", "", "F", "R"))
+            path = root / "cur" / f"{base}:2,{''.join(sorted(flags))}"
+        path.write_bytes(data)
+        os.utime(path, (stamp, stamp))
+
+
+def corpus(count: int, cache: Path | None, tmp: Path) -> Path:
+    """The source Maildir: built in ``cache`` once (and reused), else in ``tmp``."""
+    where = (cache or tmp) / f"maildir-{count}"
+    done = where / ".complete"
+    if not done.exists():
+        shutil.rmtree(where, ignore_errors=True)
+        started = time.perf_counter()
+        print(f"building {count} messages in {where} ...", flush=True)
+        build_maildir(where, count)
+        done.touch()
+        print(f"  built in {time.perf_counter() - started:.1f} s", flush=True)
+    return where
+
+
+def copy_maildir(source: Path, target: Path) -> None:
+    shutil.copytree(source, target, ignore=shutil.ignore_patterns(".complete"), copy_function=shutil.copy2)
+
+
+# -- the servers --------------------------------------------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def stop(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def wait_port(port: int, proc: subprocess.Popen[bytes], timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"server exited with {proc.returncode} before listening")
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=1):
+            return
+        time.sleep(0.02)
+    raise TimeoutError(f"nothing listening on {port} after {timeout} s")
+
+
+@dataclass
+class Server:
+    name: str
+    proc: subprocess.Popen[bytes]
+    port: int
+    startup: float
+    log: Path
+
+    def pids(self) -> list[int]:
+        """The server process and all its descendants (Dovecot forks one per role and client)."""
+        children: dict[int, list[int]] = {}
+        for entry in os.listdir("/proc"):
+            if entry.isdigit():
+                with contextlib.suppress(OSError, IndexError):
+                    stat = Path(f"/proc/{entry}/stat").read_text()
+                    ppid = int(stat.rpartition(")")[2].split()[1])
+                    children.setdefault(ppid, []).append(int(entry))
+        found, todo = [], [self.proc.pid]
+        while todo:
+            pid = todo.pop()
+            found.append(pid)
+            todo.extend(children.get(pid, []))
+        return found
+
+
+def start_pizzamail(home: Path, log: Path, profile: Path | None) -> Server:
+    port = free_port()
+    argv = [sys.executable, str(Path(__file__).resolve()), "--serve-pizzamail", str(home),
+            "--port", str(port)]
+    if profile is not None:
+        argv += ["--profile", str(profile)]
+    started = time.perf_counter()
+    proc = subprocess.Popen(argv, stdout=log.open("wb"), stderr=subprocess.STDOUT)
+    try:
+        wait_port(port, proc, timeout=3600)
+    except BaseException:
+        stop(proc)
+        raise
+    return Server("pizzamail", proc, port, time.perf_counter() - started, log)
+
+
+def mail_user() -> pwd.struct_passwd:
+    """Whom Dovecot reads the mail as: never root (it refuses uid 0), so ``nobody`` then."""
+    return pwd.getpwnam("nobody") if os.getuid() == 0 else pwd.getpwuid(os.getuid())
+
+
+def hand_over(maildir: Path, home: Path) -> None:
+    """Make the Dovecot copy (and its way there) usable by the mail user."""
+    user = mail_user()
+    if user.pw_uid == os.getuid():
+        return
+    for top in (maildir, home):
+        home.mkdir(parents=True, exist_ok=True)
+        os.chown(top, user.pw_uid, user.pw_gid)
+        for dirpath, dirnames, filenames in os.walk(top):
+            for name in dirnames + filenames:
+                os.chown(os.path.join(dirpath, name), user.pw_uid, user.pw_gid)
+    for parent in maildir.parents:
+        if parent == Path(tempfile.gettempdir()):
+            break
+        parent.chmod(parent.stat().st_mode | 0o711)
+
+
+def dovecot_conf(tmp: Path, maildir: Path, port: int) -> Path:
+    me = mail_user()
+    if os.getuid() == 0:
+        internal = "dovecot" if _user_exists("dovecot") else "root"
+        login = "dovenull" if _user_exists("dovenull") else internal
+    else:
+        internal = login = me.pw_name
+    for sub in ("run", "state", "home"):
+        (tmp / sub).mkdir(parents=True, exist_ok=True)
+    (tmp / "run").chmod(0o755)
+    conf = tmp / "dovecot.conf"
+    conf.write_text(f"""\
+protocols = imap
+listen = 127.0.0.1
+base_dir = {tmp}/run
+state_dir = {tmp}/state
+log_path = {tmp}/dovecot.log
+ssl = no
+disable_plaintext_auth = no
+auth_mechanisms = plain login
+default_internal_user = {internal}
+default_login_user = {login}
+mail_location = maildir:{maildir}
+passdb {{
+  driver = static
+  args = password={PASSWORD}
+}}
+userdb {{
+  driver = static
+  args = uid={me.pw_uid} gid={me.pw_gid} home={tmp}/home
+}}
+service imap-login {{
+  inet_listener imap {{
+    port = {port}
+  }}
+  inet_listener imaps {{
+    port = 0
+  }}
+}}
+service anvil {{
+  chroot =
+}}
+service imap-login {{
+  chroot =
+}}
+""")
+    return conf
+
+
+def _user_exists(name: str) -> bool:
+    try:
+        pwd.getpwnam(name)
+    except KeyError:
+        return False
+    return True
+
+
+def start_dovecot(tmp: Path, maildir: Path) -> Server:
+    port = free_port()
+    conf = dovecot_conf(tmp, maildir, port)
+    hand_over(maildir, tmp / "home")
+    log = tmp / "dovecot.log"
+    started = time.perf_counter()
+    proc = subprocess.Popen([DOVECOT, "-F", "-c", str(conf)], stdout=(tmp / "dovecot.out").open("wb"),
+                            stderr=subprocess.STDOUT)
+    try:
+        wait_port(port, proc, timeout=60)
+    except BaseException:
+        stop(proc)
+        raise
+    return Server("Dovecot", proc, port, time.perf_counter() - started, log)
+
+
+# -- the pizzamail runner (in its own process) ----------------------------------------------------
+
+
+async def _serve_pizzamail(home: Path, port: int) -> None:
+    from pizzamail.auth import Accounts
+    from pizzamail.imap import start_imap_server
+    from pizzamail.mailbox import Mailbox
+    from pizzamail.store import Store
+
+    accounts = Accounts(user=USER, password=PASSWORD, addresses=frozenset({"me@pizzamail.localhost"}))
+    stopping = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    loop.add_signal_handler(signal.SIGTERM, stopping.set)
+    loop.add_signal_handler(signal.SIGINT, stopping.set)
+    async with Store(path=home / "state.db") as store:
+        started = time.perf_counter()
+        mailbox = await Mailbox(root=home / "Maildir", store=store).open()
+        print(f"indexed in {time.perf_counter() - started:.1f} s", flush=True)
+        server = await start_imap_server(host="127.0.0.1", port=port, mailbox=mailbox, accounts=accounts)
+        await stopping.wait()
+        await server.close()
+
+
+def serve_pizzamail(home: Path, port: int, profile: Path | None) -> None:
+    import warnings
+
+    warnings.simplefilter("ignore")
+    profiler = cProfile.Profile() if profile else None
+    if profiler is not None:
+        profiler.enable()
+    try:
+        asyncio.run(_serve_pizzamail(home, port))
+    finally:
+        if profiler is not None and profile is not None:
+            profiler.disable()
+            profiler.dump_stats(profile)
+
+
+# -- the clients --------------------------------------------------------------------------------
+
+_LITERAL = re.compile(rb"\{(\d+)\}\r\n$")
+
+
+class Imap:
+    """A minimal blocking IMAP client that reads whole responses, literals included."""
+
+    def __init__(self, port: int) -> None:
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=600)
+        self.file = self.sock.makefile("rb")
+        self.tags = 0
+        self.read_line()  # greeting
+
+    def read_line(self) -> bytes:
+        line = self.file.readline()
+        if not line:
+            raise ConnectionError("server closed the connection")
+        return line
+
+    def response(self) -> bytes:
+        """One response, its literals and continuation lines included."""
+        parts = [self.read_line()]
+        while m := _LITERAL.search(parts[-1]):
+            parts.append(self.file.read(int(m.group(1))))
+            parts.append(self.read_line())
+        return b"".join(parts)
+
+    def send(self, data: bytes) -> bytes:
+        self.tags += 1
+        tag = b"T%d" % self.tags
+        self.sock.sendall(tag + b" " + data + b"\r\n")
+        return tag
+
+    def command(self, data: bytes) -> list[bytes]:
+        """Send a command; its untagged responses. Raises unless it ends in OK."""
+        tag = self.send(data)
+        untagged = []
+        while True:
+            resp = self.response()
+            if resp.startswith(tag + b" "):
+                if not resp.startswith(tag + b" OK"):
+                    raise RuntimeError(f"{data[:60]!r} -> {resp!r}")
+                return untagged
+            untagged.append(resp)
+
+    def login(self) -> Imap:
+        self.command(f"LOGIN {USER} {PASSWORD}".encode())
+        return self
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError, RuntimeError, ConnectionError):
+            self.command(b"LOGOUT")
+        self.file.close()
+        self.sock.close()
+
+
+@contextlib.contextmanager
+def client(port: int) -> Iterator[Imap]:
+    c = Imap(port).login()
+    try:
+        yield c
+    finally:
+        c.close()
+
+
+def timed(fn: object, *args: object) -> tuple[float, object]:
+    started = time.perf_counter()
+    result = fn(*args)  # type: ignore[operator]
+    return time.perf_counter() - started, result
+
+
+def select_inbox(c: Imap) -> int:
+    untagged = c.command(b"SELECT INBOX")
+    exists = [int(r.split()[1]) for r in untagged if r.rstrip().endswith(b"EXISTS")]
+    return exists[0]
+
+
+def header_listing(c: Imap) -> int:
+    return sum(1 for r in c.command(HEADER_LISTING) if b" FETCH " in r[:20])
+
+
+def mbsync_rc(tmp: Path, port: int, fsync: bool) -> Path:
+    out = subprocess.run(["mbsync", "--version"], capture_output=True, text=True).stdout
+    m = re.search(r"(\d+)\.(\d+)", out)
+    tls = "TLSType" if m and (int(m.group(1)), int(m.group(2))) >= (1, 5) else "SSLType"
+    local = tmp / "mbsync-local"
+    local.mkdir()
+    rc = tmp / "mbsyncrc"
+    rc.write_text(f"""\
+FSync {"yes" if fsync else "no"}
+
+IMAPAccount bench
+Host 127.0.0.1
+Port {port}
+User {USER}
+Pass {PASSWORD}
+{tls} None
+AuthMechs LOGIN
+
+IMAPStore far
+Account bench
+
+MaildirStore near
+Path {local}/
+Inbox {local}/INBOX
+
+Channel bench
+Far :far:
+Near :near:
+Patterns INBOX
+Create Near
+Sync Pull
+SyncState *
+""")
+    return rc
+
+
+def mbsync_pull(tmp: Path, port: int, expected: int, fsync: bool) -> float:
+    shutil.rmtree(tmp / "mbsync-local", ignore_errors=True)
+    rc = mbsync_rc(tmp, port, fsync)
+    os.sync()  # the previous run's writeback must not land in this one
+    started = time.perf_counter()
+    done = subprocess.run(["mbsync", "-a", "-c", str(rc)], capture_output=True, timeout=3600)
+    elapsed = time.perf_counter() - started
+    if done.returncode != 0:
+        raise RuntimeError(f"mbsync failed: {done.stderr.decode(errors='replace')[-2000:]}")
+    inbox = tmp / "mbsync-local" / "INBOX"
+    pulled = sum(len(os.listdir(inbox / sub)) for sub in ("cur", "new"))
+    if pulled != expected:
+        raise RuntimeError(f"mbsync pulled {pulled} of {expected} messages")
+    return elapsed
+
+
+def cpu_ticks(pids: list[int]) -> int:
+    total = 0
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+            total += int(fields[11]) + int(fields[12])  # utime, stime
+    return total
+
+
+def rss_kb(pids: list[int]) -> int:
+    total = 0
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            m = re.search(r"VmRSS:\s+(\d+)", Path(f"/proc/{pid}/status").read_text())
+            total += int(m.group(1)) if m else 0
+    return total
+
+
+def comm(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return ""
+
+
+def idle_cpu(server: Server) -> tuple[float, int, int]:
+    """CPU (% of one core) over IDLE_SECONDS with one client in IDLE; RSS of all the server's
+    processes and of its imap processes, in kB, taken then."""
+    with client(server.port) as c:
+        select_inbox(c)
+        tag = c.send(b"IDLE")
+        if not c.read_line().startswith(b"+"):
+            raise RuntimeError("IDLE refused")
+        pids = server.pids()
+        before, started = cpu_ticks(pids), time.perf_counter()
+        time.sleep(IDLE_SECONDS)
+        ticks, elapsed = cpu_ticks(pids) - before, time.perf_counter() - started
+        rss_all = rss_kb(pids)
+        rss_imap = rss_kb([p for p in pids if comm(p) == "imap"]) if server.name == "Dovecot" else rss_all
+        c.sock.sendall(b"DONE\r\n")
+        while not c.response().startswith(tag + b" "):
+            pass
+    return 100.0 * ticks / os.sysconf("SC_CLK_TCK") / elapsed, rss_all, rss_imap
+
+
+@dataclass
+class Figures:
+    startup: float = 0.0
+    select_cold: float = 0.0
+    listing_first: float = 0.0
+    listing_again: float = 0.0
+    select_warm: float = 0.0
+    mbsync: float = 0.0
+    mbsync_nofsync: float = 0.0
+    rss_kb: int = 0
+    rss_imap_kb: int = 0
+    idle_cpu: float = 0.0
+    restart: float = 0.0
+    select_restart: float = 0.0
+
+
+def measure(server: Server, tmp: Path, count: int, rounds: int) -> Figures:
+    f = Figures(startup=server.startup)
+    os.sync()
+    with client(server.port) as c:
+        f.select_cold, exists = timed(select_inbox, c)
+        if exists != count:
+            raise RuntimeError(f"{server.name}: SELECT says {exists} messages, expected {count}")
+        f.listing_first, listed = timed(header_listing, c)
+        if listed != count:
+            raise RuntimeError(f"{server.name}: header listing gave {listed} of {count}")
+        f.listing_again, _ = timed(header_listing, c)
+    warm = []
+    with client(server.port) as c:  # the warm-up connection
+        select_inbox(c)
+    for _ in range(5):
+        with client(server.port) as c:
+            warm.append(timed(select_inbox, c)[0])
+    f.select_warm = statistics.median(warm)
+    for fsync in (True, False):
+        pulls = []
+        for n in range(rounds):
+            print(f"  {server.name}: mbsync full pull, FSync {'yes' if fsync else 'no'}, {n + 1}/{rounds}",
+                  flush=True)
+            pulls.append(mbsync_pull(tmp, server.port, count, fsync))
+        if fsync:
+            f.mbsync = statistics.median(pulls)
+        else:
+            f.mbsync_nofsync = statistics.median(pulls)
+    f.idle_cpu, f.rss_kb, f.rss_imap_kb = idle_cpu(server)
+    return f
+
+
+def run_server(
+    name: str, source: Path, tmp: Path, count: int, rounds: int, profile: Path | None
+) -> Figures:
+    base = tmp / name
+    base.mkdir()
+    if name == "pizzamail":
+        copy_maildir(source, base / "home" / "Maildir")
+        print(f"  {name}: starting (indexes {count} messages on first open) ...", flush=True)
+        server = start_pizzamail(base / "home", base / "server.log", profile)
+    else:
+        copy_maildir(source, base / "Maildir")
+        print(f"  {name}: starting ...", flush=True)
+        server = start_dovecot(base, base / "Maildir")
+    with running(server):
+        figures = measure(server, base, count, rounds)
+    # Again on the same folder: pizzamail finds its index, Dovecot its index files.
+    if name == "pizzamail":
+        server = start_pizzamail(base / "home", base / "server-restart.log", None)
+    else:
+        server = start_dovecot(base, base / "Maildir")
+    with running(server), client(server.port) as c:
+        figures.restart = server.startup
+        figures.select_restart = timed(select_inbox, c)[0]
+    return figures
+
+
+@contextlib.contextmanager
+def running(server: Server) -> Iterator[Server]:
+    """Stop the server on leaving; show the end of its log when something failed."""
+    try:
+        yield server
+    except BaseException:
+        print(f"  {server.name}: failed; server log {server.log}:", file=sys.stderr)
+        with contextlib.suppress(OSError):
+            print(server.log.read_text(errors="replace")[-3000:], file=sys.stderr)
+        raise
+    finally:
+        stop(server.proc)
+
+
+# -- report ------------------------------------------------------------------------------------
+
+
+def table(count: int, ours: Figures, dove: Figures) -> str:
+    rows: list[tuple[str, str, str, str, str]] = []
+
+    def secs(label: str, a: float, b: float, goal: str = "") -> None:
+        rows.append((label, f"{a:.3f} s", f"{b:.3f} s", f"{a / b:.2f}x" if b else "-", goal))
+
+    secs(f"(a) mbsync full pull, {count} msgs", ours.mbsync, dove.mbsync, "<= 1.5x")
+    secs("    same, mbsync FSync no (server-bound)", ours.mbsync_nofsync, dove.mbsync_nofsync, "<= 1.5x")
+    secs("(b) header listing UID FETCH 1:*, first", ours.listing_first, dove.listing_first, "<= 2x")
+    secs("    same, repeated on the connection", ours.listing_again, dove.listing_again)
+    secs("(c) SELECT INBOX, cold (first after start)", ours.select_cold, dove.select_cold)
+    secs("    SELECT INBOX, warm (median of 5)", ours.select_warm, dove.select_warm)
+    rows.append(("(d) RSS after the runs, all processes", f"{ours.rss_kb / 1024:.1f} MB",
+                 f"{dove.rss_kb / 1024:.1f} MB", f"{ours.rss_kb / dove.rss_kb:.2f}x", ""))
+    rows.append(("    RSS, imap processes only", f"{ours.rss_imap_kb / 1024:.1f} MB",
+                 f"{dove.rss_imap_kb / 1024:.1f} MB", f"{ours.rss_imap_kb / dove.rss_imap_kb:.2f}x", ""))
+    rows.append((f"    CPU, 1 client in IDLE for {IDLE_SECONDS:.0f} s", f"{ours.idle_cpu:.1f} %",
+                 f"{dove.idle_cpu:.1f} %", "-", "~ 0"))
+    secs("start until listening (pizzamail indexes)", ours.startup, dove.startup)
+    secs("restart until listening (already indexed)", ours.restart, dove.restart)
+    secs("SELECT INBOX, first after that restart", ours.select_restart, dove.select_restart)
+    head = ("work", "pizzamail", "Dovecot", "ratio", "goal")
+    widths = [max(len(r[i]) for r in [head, *rows]) for i in range(5)]
+    lines = ["  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths,
+             strict=True))) for r in [head, *rows]]
+    lines.insert(1, "-" * len(lines[0]))
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--messages", type=int, default=20_000)
+    parser.add_argument("--cache", type=Path, help="build the Maildir here once and reuse it")
+    parser.add_argument("--rounds", type=int, default=3, help="mbsync pulls per server (median)")
+    parser.add_argument("--keep", action="store_true", help="keep the temporary directory")
+    parser.add_argument("--profile", type=Path, help="cProfile the pizzamail server into this file")
+    parser.add_argument("--serve-pizzamail", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.serve_pizzamail:
+        serve_pizzamail(args.serve_pizzamail, args.port, args.profile)
+        return
+    missing = [f"{what} ({fix})" for what, ok, fix in (
+        ("Dovecot", os.path.exists(DOVECOT), "apt-get install dovecot-imapd"),
+        ("mbsync", shutil.which("mbsync") is not None, "apt-get install isync"),
+    ) if not ok]
+    if missing:
+        sys.exit("missing: " + ", ".join(missing))
+    tmp = Path(tempfile.mkdtemp(prefix="bench-imap-"))
+    try:
+        if args.cache:
+            args.cache.mkdir(parents=True, exist_ok=True)
+        source = corpus(args.messages, args.cache, tmp)
+        profile = args.profile.resolve() if args.profile else None
+        ours = run_server("pizzamail", source, tmp, args.messages, args.rounds, profile)
+        dove = run_server("dovecot", source, tmp, args.messages, args.rounds, None)
+        print()
+        print(table(args.messages, ours, dove))
+        if profile:
+            print(f"\nprofile of the pizzamail server: {profile} (python -m pstats {profile})")
+    finally:
+        if args.keep:
+            print(f"kept {tmp}")
+        else:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
