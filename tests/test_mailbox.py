@@ -120,3 +120,15 @@ async def test_demo_data_seeds_once(mailbox: Mailbox) -> None:
     rows = await mailbox.messages(inbox)
     assert any("\\Seen" in r.flags for r in rows) and any("\\Seen" not in r.flags for r in rows)
     assert all(b"\n" not in mailbox.read(inbox, r).replace(b"\r\n", b"") for r in rows)  # wire form
+
+
+async def test_read_header_stops_after_the_header_even_when_it_is_long(mailbox: Mailbox) -> None:
+    inbox = await mailbox.folder("INBOX")
+    assert inbox is not None
+    header = b"".join(b"X-Trace-%d: %s\r\n" % (n, b"v" * 70) for n in range(300))  # ~25 KB
+    body = b"attachment-bytes " * 20_000
+    uid = await mailbox.deliver(inbox, header + b"\r\n" + body)
+    [row] = [r for r in await mailbox.messages(inbox) if r.uid == uid]
+    head = mailbox.read_header(inbox, row)
+    assert head.startswith(header + b"\r\n")
+    assert len(head) < len(header) + 2 + 8192

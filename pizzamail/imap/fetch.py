@@ -89,14 +89,19 @@ class Fetcher:
             return None
         if not self._needs_file(uid):
             return _Message(b"")
+        read = self.view.mailbox.read_header if self._header_only() else self.view.mailbox.read
         try:
-            return _Message(self.view.mailbox.read(self.view.folder, row))
+            return _Message(read(self.view.folder, row))
         except FileNotFoundError:
             # Another session changed its flags (so its file name) since we last looked.
             fresh = await self._reread_row(uid)
             if fresh is None:
                 return None
-            return _Message(self.view.mailbox.read(self.view.folder, fresh))
+            return _Message(read(self.view.folder, fresh))
+
+    def _header_only(self) -> bool:
+        """Every item can be answered from the message header (a client's header listing)."""
+        return all(_from_header(att) for att in self.atts)
 
     async def _reread_row(self, uid: int) -> MailRow | None:
         r = await self.view.mailbox.store.fetchone(
@@ -183,6 +188,18 @@ class Fetcher:
                     f"UPDATE mail SET {columns[name]} = ? WHERE folder_id = ? AND uid = ?",
                     (value, self.view.folder.id, uid),
                 )
+
+
+_HEADER_TEXTS = ("HEADER", "HEADER.FIELDS", "HEADER.FIELDS.NOT")
+_METADATA = ("UID", "FLAGS", "INTERNALDATE", "RFC822.SIZE", "MODSEQ", "ENVELOPE", "RFC822.HEADER")
+
+
+def _from_header(att: FetchAtt) -> bool:
+    if att.name in _METADATA:
+        return True
+    section = att.section
+    return att.name == "BODY[]" and section is not None and not section.part \
+        and section.text in _HEADER_TEXTS
 
 
 def _rfc822(name: str, data: bytes) -> bytes:

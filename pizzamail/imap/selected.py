@@ -229,6 +229,7 @@ async def _idle_until_done(s: Session, done: asyncio.Future[bytes | None]) -> by
             waiters.add(changed)
             for out in await s.view.refresh(expunge_ok=True):
                 await s.conn.send(out)
+        await s.conn.flush()  # the client reads nothing of ours otherwise until it sends DONE
         try:
             finished, _ = await asyncio.wait(waiters, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
         finally:

@@ -43,23 +43,35 @@ class Connection:
         self.limits = limits
         self.secure = secure
         self.local = local
+        self._out = bytearray()
 
     async def start_tls(self, context: ssl.SSLContext, handshake_timeout: float) -> None:
         # Bytes already read but not yet parsed were sent in the clear after STARTTLS: a
         # man in the middle may have put them there (CVE-2011-0411 style), so they are dropped.
         # The writer is drained (send() awaits that), so nothing yields between this and the
         # transport pausing its reads inside start_tls: no plain-text byte can slip in between.
+        await self.flush()
         _discard_buffered(self.reader)
         await self.writer.start_tls(context, ssl_handshake_timeout=handshake_timeout)
         self.secure = True
 
     async def send(self, data: bytes) -> None:
-        if data:
-            self.writer.write(data)
+        """Queue a response. Responses go out in batches: a 20,000-line FETCH is a few hundred
+        writes, not 20,000. Whatever is queued is flushed before the next read from the client
+        (so every command's responses are out before we wait for the next command)."""
+        self._out += data
+        if len(self._out) >= _BATCH:
+            await self.flush()
+
+    async def flush(self) -> None:
+        if self._out:
+            self.writer.write(bytes(self._out))
+            self._out.clear()
             await self.writer.drain()
 
     async def read_line(self) -> bytes | None:
         """One line with its CRLF; None at end of stream. A line over the limit is discarded."""
+        await self.flush()
         try:
             return await self.reader.readuntil(b"\n")
         except asyncio.IncompleteReadError:
@@ -91,6 +103,7 @@ class Connection:
                 await self._refuse_literal(tag, size, sync)
             if sync:
                 await self.send(b"+ Ready for literal data\r\n")
+                await self.flush()
             parts.append(await self.reader.readexactly(size))
             next_line = await self.read_line()
             if next_line is None:
@@ -120,9 +133,15 @@ class Connection:
             size -= len(chunk)
 
     async def close(self) -> None:
+        with contextlib.suppress(ConnectionError, RuntimeError):
+            await self.flush()
         self.writer.close()
         with contextlib.suppress(ConnectionError, OSError):
             await self.writer.wait_closed()
+
+
+#: bytes of queued responses that are written without waiting for the end of the command
+_BATCH = 64 * 1024
 
 
 def _discard_buffered(reader: asyncio.StreamReader) -> None:

@@ -47,7 +47,13 @@ class Connection(Protocol):
     #: the peer is this machine, so a plain-text password never crosses a network
     local: bool
 
-    async def send(self, data: bytes) -> None: ...
+    async def send(self, data: bytes) -> None:
+        """Queue a response; it goes out at the latest before the next read."""
+        ...
+
+    async def flush(self) -> None:
+        """Write out what is queued now (IDLE pushes, which no read follows)."""
+        ...
 
     async def start_tls(self, context: ssl.SSLContext, handshake_timeout: float) -> None:
         """Upgrade to TLS; whatever the client sent before the handshake is discarded."""

@@ -11,6 +11,7 @@ SEARCH and COPY by number); until it can be, a vanished message stays in the num
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
@@ -75,12 +76,16 @@ class View:
     recent: set[int] = field(default_factory=set)
     keywords: set[str] = field(default_factory=set)
     modseq: int = 0
+    #: set by the mailbox at the folder's next change after we last looked; while it is not
+    #: set, nothing changed and a command needs no trip to the database to know that
+    watch: asyncio.Event | None = None
 
     @classmethod
     async def open(
         cls, mailbox: Mailbox, folder: Folder, readonly: bool, claims: RecentClaims, enabled: Extensions
     ) -> View:
-        view = cls(mailbox, folder, readonly, claims, enabled, modseq=folder.modseq)
+        view = cls(mailbox, folder, readonly, claims, enabled, modseq=folder.modseq,
+                   watch=mailbox.change_event(folder))  # before reading: no change slips by
         for row in await mailbox.messages(folder):
             view._add(row)
         if readonly:
@@ -156,9 +161,12 @@ class View:
 
     async def refresh(self, *, expunge_ok: bool) -> list[bytes]:
         """Catch up with the index; returns the untagged responses that announce the changes."""
-        store = self.mailbox.store
-        row = await store.fetchone("SELECT modseq FROM folders WHERE id = ?", (self.folder.id,))
         out: list[bytes] = []
+        if self.watch is not None and not self.watch.is_set():
+            return self._expunges() if expunge_ok else out
+        self.watch = self.mailbox.change_event(self.folder)
+        row = await self.mailbox.store.fetchone(
+            "SELECT modseq FROM folders WHERE id = ?", (self.folder.id,))
         if row is not None and int(row["modseq"]) != self.modseq:
             before = self.exists
             changed = await self._changed_rows()

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import shutil
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 import aiosqlite
 
@@ -54,12 +56,26 @@ class MailRow:
     modseq: int
 
 
+#: bytes read at a time when only the header is wanted (most headers fit in one read)
+_HEAD = 8192
+_END_OF_HEADER = re.compile(rb"(?:^|\n)\r?\n")
+
 #: UIDs per query: well under SQLite's limit on bound parameters
 _CHUNK = 500
 
 
 def _flags_text(flags: Iterable[str]) -> str:
     return " ".join(sorted(set(flags)))
+
+
+class _NewFile(NamedTuple):
+    """A Maildir file about to be indexed."""
+
+    base: str
+    subdir: str
+    size: int
+    stamp: int
+    flags: set[str]
 
 
 @dataclass(kw_only=True)
@@ -184,17 +200,25 @@ class Mailbox:
         self, folder: Folder, base: str, subdir: str, size: int, stamp: int,
         flags: set[str], message_ref: int | None,
     ) -> int:
+        [uid] = await self._index_files(folder, [_NewFile(base, subdir, size, stamp, flags)], message_ref)
+        return uid
+
+    async def _index_files(
+        self, folder: Folder, files: list[_NewFile], message_ref: int | None = None
+    ) -> list[int]:
+        """Index files in one transaction under one modseq, with a block of consecutive UIDs
+        (a folder of 20,000 files found at start-up is one commit, not 20,000)."""
         async with self.store.write() as db:
-            uid, modseq = await _next_uid(db, folder.id)
-            await db.execute(
+            first, modseq = await _next_uids(db, folder.id, len(files))
+            await db.executemany(
                 "INSERT INTO mail(folder_id, uid, name, subdir, size, internaldate, flags, modseq,"
                 " message_ref) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (folder.id, uid, base, subdir, size, stamp, _flags_text(flags), modseq,
-                 message_ref),
+                [(folder.id, first + n, f.base, f.subdir, f.size, f.stamp, _flags_text(f.flags),
+                  modseq, message_ref) for n, f in enumerate(files)],
             )
             if message_ref is not None:
                 await db.execute("UPDATE messages SET filed = 1 WHERE id = ?", (message_ref,))
-        return uid
+        return list(range(first, first + len(files)))
 
     async def messages(self, folder: Folder) -> list[MailRow]:
         rows = await self.store.fetchall(
@@ -209,6 +233,15 @@ class Mailbox:
 
     def read(self, folder: Folder, row: MailRow) -> bytes:
         return self.file_path(folder, row).read_bytes()
+
+    def read_header(self, folder: Folder, row: MailRow) -> bytes:
+        """The start of the file, up to at least the blank line that ends the header: what a
+        header listing needs, without reading attachments."""
+        with self.file_path(folder, row).open("rb") as f:
+            data = f.read(_HEAD)
+            while not _END_OF_HEADER.search(data) and (more := f.read(_HEAD)):
+                data += more
+        return data
 
     async def set_flags(self, folder: Folder, changes: dict[int, set[str]]) -> int:
         """Replace the flags of several messages (uid -> new flags). Returns the new modseq."""
@@ -253,6 +286,8 @@ class Mailbox:
         async with self.store.write() as db:
             # Read under the lock, like _write_flags: the file name must be the current one.
             rows = await _locked_rows(db, folder.id, uids)
+            if not rows:
+                return []
             modseq = await _bump(db, folder.id)
             for row in rows:
                 await db.execute(
@@ -295,17 +330,18 @@ class Mailbox:
         gone = [r.uid for name, r in indexed.items() if name not in files]
         if gone:
             await self.expunge(folder, gone)
-        added = 0
-        for base in sorted(set(files) - set(indexed), key=_delivery_order):
-            subdir, name = files[base]
-            st = os.stat(self.path(folder) / subdir / name)
-            flags = maildir.split_name(name)[1]
-            await self._index(folder, base, subdir, st.st_size, int(st.st_mtime), flags, None)
-            added += 1
+        new = [self._stat(folder, base, *files[base])
+               for base in sorted(set(files) - set(indexed), key=_delivery_order)]
+        if new:
+            await self._index_files(folder, new)
         await self._adopt_flags(folder, files, indexed)
-        if added:
+        if new:
             self._changed(folder.id)
-        return added, len(gone)
+        return len(new), len(gone)
+
+    def _stat(self, folder: Folder, base: str, subdir: str, name: str) -> _NewFile:
+        st = os.stat(self.path(folder) / subdir / name)
+        return _NewFile(base, subdir, st.st_size, int(st.st_mtime), maildir.split_name(name)[1])
 
     async def _adopt_flags(
         self, folder: Folder, files: dict[str, tuple[str, str]], indexed: dict[str, MailRow]
@@ -384,12 +420,13 @@ async def _locked_rows(db: aiosqlite.Connection, folder_id: int, uids: Iterable[
     return rows
 
 
-async def _next_uid(db: aiosqlite.Connection, folder_id: int) -> tuple[int, int]:
+async def _next_uids(db: aiosqlite.Connection, folder_id: int, count: int) -> tuple[int, int]:
+    """Reserve ``count`` UIDs; returns the first and the modseq of this change."""
     modseq = await _bump(db, folder_id)
     async with db.execute("SELECT uidnext FROM folders WHERE id = ?", (folder_id,)) as cursor:
         row = await cursor.fetchone()
     assert row is not None
-    await db.execute("UPDATE folders SET uidnext = uidnext + 1 WHERE id = ?", (folder_id,))
+    await db.execute("UPDATE folders SET uidnext = uidnext + ? WHERE id = ?", (count, folder_id))
     return int(row[0]), modseq
 
 
