@@ -10,7 +10,7 @@ from __future__ import annotations
 import ipaddress
 import re
 import tomllib
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -51,7 +51,24 @@ def _user(value: str) -> str | None:
 
 def setting(default: Any, doc: str, check: Any = None) -> Any:
     """A config field: its default, a one-line description, and an optional validator."""
+    if isinstance(default, list | dict):  # a fresh copy per instance, never a shared mutable
+        return field(default_factory=lambda: type(default)(default), metadata={"doc": doc, "check": check})
     return field(default=default, metadata={"doc": doc, "check": check})
+
+
+POLICIES = ("auto", "ask", "deny")
+SERVER_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,39}$")
+
+
+def _policies(value: dict[str, str]) -> str | None:
+    bad = [v for v in value.values() if v not in POLICIES]
+    return f"tool patterns mapped to {', '.join(POLICIES)}" if bad else None
+
+
+def _url(value: str) -> str | None:
+    if not value or value.startswith(("http://", "https://")):
+        return None
+    return "an http:// or https:// URL such as http://127.0.0.1:8000/mcp"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -101,6 +118,49 @@ class ProviderSettings:
 PROVIDER_KINDS = ("openai",)
 
 
+# RUF009 below: setting() turns a list/dict default into a default_factory, so no instance shares one.
+@dataclass(frozen=True, kw_only=True)
+class McpServerSettings:
+    """One MCP server: a program spoken to over stdio (``command``) or a streamable HTTP ``url``."""
+
+    enabled: bool = setting(False, "nothing is started unless this is true")
+    command: str = setting("", "stdio: the program to start")
+    args: list[str] = setting([], "stdio: its arguments")  # noqa: RUF009
+    env: dict[str, str] = setting({}, "stdio: extra environment; values may say ${VAR}")  # noqa: RUF009
+    cwd: str = setting("", "stdio: working directory (default: the home folder)")
+    url: str = setting("", "streamable HTTP endpoint, such as http://127.0.0.1:8000/mcp", _url)
+    headers: dict[str, str] = setting({}, "HTTP headers; values may say ${VAR} or ${secret:NAME}")  # noqa: RUF009
+    timeout: float = setting(60.0, "seconds one tool call may take", _positive)
+    policy: dict[str, str] = setting({}, "tool name glob -> auto, ask or deny", _policies)  # noqa: RUF009
+
+    @property
+    def transport(self) -> str:
+        return "http" if self.url else "stdio"
+
+
+@dataclass(frozen=True, kw_only=True)
+class McpSettings:
+    startup_timeout: float = setting(20.0, "seconds a server may take to start and list its tools",
+                                     _positive)
+    retry_initial: float = setting(5.0, "seconds before the first restart of a failed server", _positive)
+    retry_max: float = setting(300.0, "longest wait between restarts of a failed server", _positive)
+    servers: dict[str, McpServerSettings] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ToolsSettings:
+    policy: dict[str, str] = setting({}, "tool name glob (as the model sees it) -> auto, ask or deny",  # noqa: RUF009
+                                     _policies)
+    max_result_chars: int = setting(20000, "longest tool result handed to the model", _positive)
+    max_file_bytes: int = setting(10 * 1024 * 1024, "largest file write_file may make", _positive)
+
+
+@dataclass(frozen=True, kw_only=True)
+class SkillsSettings:
+    enabled: bool = setting(True, "offer Agent Skills from skills/ and the paths below")
+    paths: list[str] = setting([], "more folders holding skill folders")  # noqa: RUF009
+
+
 @dataclass(frozen=True, kw_only=True)
 class Config:
     server: ServerSettings = field(default_factory=ServerSettings)
@@ -108,6 +168,9 @@ class Config:
     agent: AgentSettings = field(default_factory=AgentSettings)
     runner: RunnerSettings = field(default_factory=RunnerSettings)
     providers: dict[str, ProviderSettings] = field(default_factory=dict)
+    mcp: McpSettings = field(default_factory=McpSettings)
+    tools: ToolsSettings = field(default_factory=ToolsSettings)
+    skills: SkillsSettings = field(default_factory=SkillsSettings)
 
     @property
     def domain(self) -> str:
@@ -141,6 +204,8 @@ def _section(cls: type[S], data: object, prefix: str) -> S:
 _TYPES: dict[str, tuple[type, str]] = {
     "int": (int, "a whole number"), "str": (str, "a quoted string"),
     "float": (float, "a number"), "bool": (bool, "true or false"),
+    "list[str]": (list, "a list of quoted strings"),
+    "dict[str, str]": (dict, "a table of quoted strings"),
 }
 
 
@@ -149,6 +214,9 @@ def _check(f: Any, value: object, key: str) -> object:
     if expected is float and isinstance(value, int) and not isinstance(value, bool):
         value = float(value)
     if not isinstance(value, expected) or (expected is int and isinstance(value, bool)):
+        raise ConfigError(key, value, described)
+    items = value.values() if isinstance(value, dict) else value if isinstance(value, list) else []
+    if any(not isinstance(item, str) for item in items):
         raise ConfigError(key, value, described)
     check = f.metadata.get("check")
     problem = check(value) if check else None
@@ -160,14 +228,16 @@ def _check(f: Any, value: object, key: str) -> object:
 def parse_config(data: dict[str, Any]) -> Config:
     """Build a validated :class:`Config` from parsed TOML."""
     sections = {"server": ServerSettings, "account": AccountSettings, "agent": AgentSettings,
-                "runner": RunnerSettings}
+                "runner": RunnerSettings, "tools": ToolsSettings, "skills": SkillsSettings}
+    known = (*sections, "providers", "mcp")
     for key in data:
-        if key not in (*sections, "providers"):
-            raise ConfigError(key, data[key], "sections " + ", ".join([*sections, "providers"]))
+        if key not in known:
+            raise ConfigError(key, data[key], "sections " + ", ".join(known))
     kwargs: dict[str, Any] = {
         name: _section(cls, data.get(name, {}), name) for name, cls in sections.items()
     }
     kwargs["providers"] = _providers(data.get("providers", {}))
+    kwargs["mcp"] = _mcp(data.get("mcp", {}))
     config = Config(**kwargs)
     if config.account.address == config.agent.address:
         raise ConfigError("agent.address", config.agent.address, "an address other than yours")
@@ -185,6 +255,30 @@ def _providers(data: object) -> dict[str, ProviderSettings]:
             raise ConfigError(f"providers.{name}.kind", settings.kind, ", ".join(PROVIDER_KINDS))
         result[name] = settings
     return result
+
+
+def _mcp(data: object) -> McpSettings:
+    if not isinstance(data, dict):
+        raise ConfigError("mcp", data, "a table with [mcp.servers.NAME] sections")
+    rest = {k: v for k, v in data.items() if k != "servers"}
+    servers = data.get("servers", {})
+    if not isinstance(servers, dict):
+        raise ConfigError("mcp.servers", servers, "a table of [mcp.servers.NAME] sections")
+    base = _section(McpSettings, rest, "mcp")
+    return replace(base, servers={name: mcp_server(name, table) for name, table in servers.items()})
+
+
+def mcp_server(name: str, table: object) -> McpServerSettings:
+    """One ``[mcp.servers.NAME]`` section, validated (also used by ``pizzamail mcp add``)."""
+    prefix = f"mcp.servers.{name}"
+    if not SERVER_NAME_RE.match(name):
+        raise ConfigError(prefix, name, "a server name of letters, digits, _ and - (at most 40)")
+    settings = _section(McpServerSettings, table, prefix)
+    if settings.command and settings.url:
+        raise ConfigError(f"{prefix}.url", settings.url, "either command (stdio) or url, not both")
+    if not (settings.command or settings.url):
+        raise ConfigError(f"{prefix}.command", "", "a command (stdio) or a url (streamable HTTP)")
+    return settings
 
 
 def load_config(path: Path) -> Config:
@@ -215,8 +309,30 @@ def default_config_text() -> str:
         'base_url = "https://api.openai.com/v1"',
         "# key: found in the keyring (`pizzamail keys set openai`) or $OPENAI_API_KEY",
         "",
+        *_TOOLS_EXAMPLE,
     ]
     return "\n".join(lines)
+
+
+_TOOLS_EXAMPLE = [
+    "# MCP servers (`pizzamail mcp add`, `pizzamail mcp list`). Nothing starts unless enabled = true.",
+    "# [mcp.servers.files]",
+    "# enabled = true",
+    '# command = "npx"',
+    '# args = ["-y", "@modelcontextprotocol/server-filesystem", "/home/you/notes"]',
+    "# [mcp.servers.files.policy]     # per tool: auto (run), ask (hold for approval), deny",
+    '# "read_*" = "auto"',
+    "# [mcp.servers.github]",
+    "# enabled = true",
+    '# url = "https://api.githubcopilot.com/mcp/"',
+    '# headers = { Authorization = "Bearer ${secret:github}" }   # `pizzamail keys set github`',
+    "",
+    "# [tools.policy]                 # by the name the model sees: post_progress, files__read_file …",
+    '# "write_file" = "ask"',
+    "# [skills]",
+    '# paths = ["~/.agents/skills"]   # besides skills/ in this folder',
+    "",
+]
 
 
 def _toml(value: object) -> str:

@@ -7,7 +7,9 @@
     ├── ImapError             an IMAP command that fails: tagged NO (or BAD when ``bad`` is set)
     ├── ProviderError         a model provider failed; ``retryable`` says whether trying again may help
     │   └── ProviderNotConfigured   no usable provider: the mail explains how to configure one
-    └── RunError              a run that cannot go on (step limit, broken checkpoint)
+    ├── RunError              a run that cannot go on (step limit, broken checkpoint)
+    └── ToolError             a tool source that cannot be used (an MCP server that does not start,
+                              a skill that does not parse); the run goes on without it
 
 Errors have no side effects: nothing is logged in ``__init__``; the code that catches an error
 decides where its rendering goes.
@@ -121,3 +123,10 @@ class ProviderNotConfigured(ProviderError):
 
 class RunError(PizzamailError):
     """A run cannot continue (for example it reached its step limit)."""
+
+
+class ToolError(PizzamailError):
+    """A tool source cannot be used: an MCP server failed to start, a skill is invalid.
+
+    The run is not stopped by it: the tools are not offered, and the user hears why.
+    """

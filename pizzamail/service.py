@@ -18,6 +18,7 @@ from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 
 from pizzamail.auth import Accounts
+from pizzamail.composer import Composer
 from pizzamail.config import Config
 from pizzamail.errors import ConfigError
 from pizzamail.home import Home, write_private
@@ -29,8 +30,12 @@ from pizzamail.mailbox.demo import seed_demo_data
 from pizzamail.mailbox.filing import Filer
 from pizzamail.runner import Runner
 from pizzamail.secrets import SecretStore
+from pizzamail.skills.tools import SkillSource
 from pizzamail.store import Store
 from pizzamail.store.blobs import BlobStore
+from pizzamail.tools import ToolRegistry
+from pizzamail.tools.builtins import Builtins
+from pizzamail.tools.mcp import McpHub
 
 log = logging.getLogger("pizzamail.service")
 
@@ -87,9 +92,11 @@ class Service:
             log.info("filed %d message(s) left unfiled by the last run", filed)
         if self.demo_data:
             log.info("demo data: %d sample message(s) added", await seed_demo_data(mailbox))
+        composer = Composer(config=self.config)
+        tools = await self._start_tools(stack, store, blobs, composer, filer)
         runner = Runner(
             store=store, mailbox=mailbox, blobs=blobs, config=self.config, secrets=self.secrets,
-            filer=filer.run,
+            filer=filer.run, composer=composer, tools=tools, workspaces=self.home.root / "workspaces",
         )
         await runner.start()
         stack.push_async_callback(runner.stop)
@@ -102,6 +109,27 @@ class Service:
         )
         stack.push_async_callback(imap.close)
         return Listening(host=server.host, smtp=smtp_port, imap=imap.port, imaps=imap.tls_port or 0)
+
+    async def _start_tools(
+        self, stack: AsyncExitStack, store: Store, blobs: BlobStore, composer: Composer, filer: Filer
+    ) -> ToolRegistry:
+        """Built-ins, skills, then MCP servers (started now, stopped after the runner)."""
+        config = self.config
+        tools = ToolRegistry(rules=config.tools.policy, max_result_chars=config.tools.max_result_chars)
+        tools.add_source(Builtins(
+            store=store, blobs=blobs, composer=composer, sender=config.agent.address, file_mail=filer.run,
+            memory_file=self.home.root / "memory.md", max_file_bytes=config.tools.max_file_bytes,
+        ))
+        if config.skills.enabled:
+            tools.add_source(SkillSource(home_skills=self.home.skills, paths=config.skills.paths))
+        hub = McpHub(settings=config.mcp, secrets=self.secrets, log_dir=self.home.logs, cwd=self.home.root,
+                     rules=config.tools.policy)
+        await stack.enter_async_context(hub)
+        for name, connection in hub.connections.items():
+            log.info("MCP server %s: %s%s", name, connection.status,
+                     f" ({connection.error})" if connection.error else "")
+        tools.add_source(hub)
+        return tools
 
     async def _start_smtp(
         self, stack: AsyncExitStack, store: Store, blobs: BlobStore, filer: Filer, runner: Runner

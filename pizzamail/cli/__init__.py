@@ -11,7 +11,9 @@ from pizzamail import __version__
 from pizzamail.cli.account import account, keys
 from pizzamail.cli.app import App
 from pizzamail.cli.doctor import doctor
+from pizzamail.cli.mcp import mcp
 from pizzamail.cli.serve import init, serve
+from pizzamail.cli.skills import skills
 from pizzamail.cli.threads import task, threads
 from pizzamail.errors import PizzamailError
 
@@ -28,7 +30,7 @@ def cli(ctx: click.Context, home: Path | None) -> None:
     ctx.obj = App.for_home(home)
 
 
-for command in (init, serve, task, threads, account, keys, doctor):
+for command in (init, serve, task, threads, account, keys, mcp, skills, doctor):
     cli.add_command(command)
 
 

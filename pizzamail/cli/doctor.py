@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import socket
@@ -11,6 +12,8 @@ from dataclasses import dataclass
 import click
 
 from pizzamail.cli.app import App
+from pizzamail.cli.mcp import probe
+from pizzamail.cli.skills import catalog
 from pizzamail.errors import PizzamailError
 from pizzamail.mailbox import STANDARD_FOLDERS, maildir
 from pizzamail.tls import certificate_days_left, fingerprint, server_context
@@ -76,6 +79,32 @@ def _maildir(app: App) -> Check:
     return Check("ok", "maildir", str(app.home.maildir))
 
 
+def _mcp(app: App) -> Check:
+    """Enabled servers are started once with a short timeout, as serve would start them."""
+    servers = app.config.mcp.servers
+    if not servers:
+        return Check("ok", "mcp", "no MCP servers configured")
+    reports = asyncio.run(probe(app, startup_timeout=5.0))
+    parts = []
+    for r in reports:
+        if r.status == "ready":
+            parts.append(f"{r.name} ready ({len(r.tools)} tools)")
+        elif r.status == "disabled":
+            parts.append(f"{r.name} disabled")
+        else:
+            parts.append(f"{r.name} {r.status}: {r.error}")
+    failed = any(r.status not in ("ready", "disabled") for r in reports)
+    return Check("warn" if failed else "ok", "mcp", "; ".join(parts))
+
+
+def _skills(app: App) -> Check:
+    found = catalog(app)
+    if found.invalid:
+        problems = "; ".join(f"{i.folder.name}: {i.reason}" for i in found.invalid)
+        return Check("warn", "skills", f"{len(found.skills)} valid, invalid: {problems}")
+    return Check("ok", "skills", f"{len(found.skills)} skill(s)")
+
+
 def _server(app: App) -> Check:
     try:
         state = json.loads(app.home.state_file.read_text())
@@ -101,7 +130,8 @@ def _alive(pid: int) -> bool:
     return True
 
 
-CHECKS: list[Callable[[App], Check]] = [_home, _config, _keyring, _password, _model, _tls, _maildir, _server]
+CHECKS: list[Callable[[App], Check]] = [_home, _config, _keyring, _password, _model, _tls, _maildir, _mcp,
+                                        _skills, _server]
 _SEVERITY = {"model": "warn"}  # a missing model key still lets the server run
 
 
@@ -121,7 +151,7 @@ def run_checks(app: App) -> list[Check]:
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @click.pass_obj
 def doctor(app: App, as_json: bool) -> None:
-    """Check the home folder, config, secrets, model key and running server."""
+    """Check the home folder, config, secrets, model key, MCP servers, skills and running server."""
     results = run_checks(app)
     if as_json:
         click.echo(json.dumps([c.__dict__ for c in results], indent=2))

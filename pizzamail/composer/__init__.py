@@ -7,8 +7,9 @@ and ``X-Pizzamail-Run`` so the Maildir alone is an audit trail.
 
 from __future__ import annotations
 
+import mimetypes
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from email.headerregistry import Address
@@ -16,6 +17,7 @@ from email.message import EmailMessage
 from email.policy import SMTP
 from email.utils import format_datetime, make_msgid
 from importlib.resources.abc import Traversable
+from pathlib import Path
 from typing import Any
 
 import jinja2
@@ -47,7 +49,7 @@ class MailContext:
 @dataclass(frozen=True, kw_only=True)
 class Composed:
     kind: str
-    """``reply``, ``error`` or ``notice``"""
+    """``reply``, ``error``, ``notice``, ``waiting`` (a call held for approval) or ``progress``"""
     message: EmailMessage
     message_id: str
     in_reply_to: str | None
@@ -95,15 +97,35 @@ class Composer:
     def render(self, template: str, **context: Any) -> str:
         return self._env.get_template(template).render(**context)
 
-    def system_prompt(self, *, subject: str, now: datetime) -> str:
+    def system_prompt(self, *, subject: str, now: datetime, skills: Sequence[object] = (),
+                      unavailable: Sequence[object] = ()) -> str:
+        """``skills`` have name, description, location; ``unavailable`` have server and reason."""
         agent = self.config.agent
         return self.render("system.md.j2", agent_name=agent.name, address=agent.address,
                            owner=self.config.account.address, subject=subject,
-                           date=now.strftime("%A %d %B %Y"), time=now.strftime("%H:%M %Z")).strip()
+                           date=now.strftime("%A %d %B %Y"), time=now.strftime("%H:%M %Z"),
+                           skills=skills, unavailable=unavailable).strip()
 
-    def reply(self, ctx: MailContext, markdown: str) -> Composed:
-        """The agent's answer; ``markdown`` is the model's final text."""
-        return self._compose("reply", ctx, markdown.strip())
+    def reply(self, ctx: MailContext, markdown: str, *, notes: Sequence[str] = (),
+              files: Sequence[Path] = ()) -> Composed:
+        """The agent's answer; ``markdown`` is the model's final text. ``notes`` are our short
+        notices under it (an MCP server that was down); ``files`` travel as attachments."""
+        body = markdown.strip()
+        if notes:
+            body += "\n\n" + self.render("notes.md.j2", notes=notes).strip()
+        return self._compose("reply", ctx, body, files=files)
+
+    def waiting(self, ctx: MailContext, *, label: str, arguments: str, reason: str,
+                notes: Sequence[str] = ()) -> Composed:
+        """The run stopped at a call held for approval: what the agent wants to run, and why."""
+        body = self.render("waiting.md.j2", label=label, arguments=arguments, reason=reason,
+                           notes=notes, **self._names(ctx)).strip()
+        return self._compose("waiting", ctx, body)
+
+    def progress(self, ctx: MailContext, markdown: str, *, message_id: str) -> Composed:
+        """A progress note during a run; ``message_id`` is fixed by the caller so a resumed run
+        that posts the same note again is recognised."""
+        return self._compose("progress", ctx, markdown.strip(), message_id=message_id)
 
     def error(self, ctx: MailContext, error: PizzamailError) -> Composed:
         """A run that failed: what went wrong and how to fix it."""
@@ -119,17 +141,20 @@ class Composer:
     def _names(self, ctx: MailContext) -> dict[str, Any]:
         return {"thread_id": ctx.thread_id, "run_id": ctx.run_id, "agent_name": self.config.agent.name}
 
-    def _compose(self, kind: str, ctx: MailContext, body: str) -> Composed:
+    def _compose(self, kind: str, ctx: MailContext, body: str, *, files: Sequence[Path] = (),
+                 message_id: str | None = None) -> Composed:
         subject = reply_subject(ctx.subject)
         refs = reference_chain(ctx)
         names = self._names(ctx)
         text = self.render("mail.txt.j2", body=body, **names)
         html = self.render("mail.html.j2", body_html=Markup(markdown_html(body)), subject=subject,
                            **names)
-        message_id = make_msgid(idstring=f"r{ctx.run_id}", domain=self.config.domain)[1:-1]
+        message_id = message_id or make_msgid(idstring=f"r{ctx.run_id}", domain=self.config.domain)[1:-1]
         msg = self._headers(kind, ctx, subject, message_id, refs)
         msg.set_content(text)
         msg.add_alternative(html, subtype="html")
+        for path in files:
+            _attach(msg, path)
         return Composed(kind=kind, message=msg, message_id=message_id, in_reply_to=ctx.in_reply_to,
                         references=refs, subject=subject, body=body)
 
@@ -153,6 +178,16 @@ class Composer:
         msg["X-Pizzamail-Run"] = str(ctx.run_id)
         msg["X-Pizzamail-Kind"] = kind
         return msg
+
+
+def _attach(msg: EmailMessage, path: Path) -> None:
+    kind, _ = mimetypes.guess_type(path.name)
+    maintype, _, subtype = (kind or "application/octet-stream").partition("/")
+    data = path.read_bytes()
+    if maintype == "text":
+        msg.add_attachment(data.decode("utf-8", "replace"), subtype=subtype, filename=path.name)
+    else:
+        msg.add_attachment(data, maintype=maintype, subtype=subtype, filename=path.name)
 
 
 def _load(roots: list[Traversable], name: str) -> str | None:

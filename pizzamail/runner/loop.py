@@ -2,6 +2,9 @@
 
 The loop is a state machine over the transcript, so a fresh run and a resumed one take the same
 path: whatever the recorded steps already cover is not done again.
+
+Every call passes the policy gate first: ``deny`` answers the model with a refusal, ``ask`` records
+a :class:`HeldStep` and ends the loop (the run then waits for the user's decision), ``auto`` runs.
 """
 
 from __future__ import annotations
@@ -13,8 +16,8 @@ from dataclasses import dataclass, field
 
 from pizzamail.errors import RunError
 from pizzamail.providers.types import Message, Provider, Response, ToolCall
-from pizzamail.runner.steps import AgentStep, ModelStep, ToolStep
-from pizzamail.tools import ToolRegistry, ToolResult
+from pizzamail.runner.steps import AgentStep, HeldStep, ModelStep, ToolStep
+from pizzamail.tools import Toolbox, ToolResult
 
 log = logging.getLogger("pizzamail.runner")
 
@@ -52,18 +55,28 @@ class Transcript:
         answered = {s.call_id for s in self.steps if isinstance(s, ToolStep)}
         return [c for c in last.response.tool_calls if c.id not in answered]
 
+    def waiting_on(self) -> HeldStep | None:
+        """A held call with no result yet: the run waits for its decision."""
+        answered = {s.call_id for s in self.steps if isinstance(s, ToolStep)}
+        return next((s for s in self.steps if isinstance(s, HeldStep) and s.call_id not in answered),
+                    None)
+
 
 async def drive(
-    *, provider: Provider, tools: ToolRegistry, transcript: Transcript, max_steps: int,
+    *, provider: Provider, tools: Toolbox, transcript: Transcript, max_steps: int,
     checkpoint: Checkpoint, interruptible: Callable[[], AbstractContextManager[object]] = nullcontext,
-) -> Response:
-    """Run until the model answers without tool calls; raises RunError at ``max_steps`` model calls.
+) -> Response | HeldStep:
+    """Run until the model answers without tool calls (its Response) or a call is held for approval
+    (the HeldStep); raises RunError at ``max_steps`` model calls.
 
     Model and tool calls happen inside ``interruptible()``: the only places a stopping runner may
     cancel the loop (never in the middle of a checkpoint write).
     """
     specs = tools.specs() if provider.supports_tools else []
     while True:
+        held = transcript.waiting_on()
+        if held is not None:
+            return held
         final = transcript.final_answer()
         if final is not None:
             return final
@@ -75,10 +88,14 @@ async def drive(
             )
         pending = transcript.pending_calls()
         if pending:
+            reason = _reason(transcript)
             for call in pending:
-                with interruptible():
-                    step = await call_tool(tools, call)
+                step = await gate(tools, call, reason=reason, interruptible=interruptible)
                 await _record(transcript, checkpoint, step)
+                if isinstance(step, HeldStep):
+                    # later calls of the same answer stay pending: they run (or are held) once the
+                    # decision is in, in the order the model asked for them
+                    return step
             continue
         with interruptible():
             response = await provider.complete(transcript.messages(), specs)
@@ -93,10 +110,38 @@ async def _record(transcript: Transcript, checkpoint: Checkpoint, step: AgentSte
     transcript.next_seq += 1
 
 
-async def call_tool(tools: ToolRegistry, call: ToolCall) -> ToolStep:
-    """Run one call; a mistake the model made comes back as an error result it can act on."""
+def _reason(transcript: Transcript) -> str:
+    last = transcript.last_model_step()
+    return last.response.text.strip() if last else ""
+
+
+async def gate(
+    tools: Toolbox, call: ToolCall, *, reason: str = "",
+    interruptible: Callable[[], AbstractContextManager[object]] = nullcontext,
+) -> ToolStep | HeldStep:
+    """Apply the tool's policy to one call, and run it if that is allowed.
+
+    A mistake the model made (bad arguments, an unknown tool) and a refusal by policy come back as
+    error results the model can act on.
+    """
     if call.error is not None:
-        result = ToolResult(text=f"tool {call.name!r} was not run: {call.error}", is_error=True)
-    else:
+        return _answer(call, ToolResult(text=f"tool {call.name!r} was not run: {call.error}", is_error=True))
+    offered = tools.get(call.name)
+    if offered is None:
+        return _answer(call, tools.missing(call.name))
+    if offered.policy == "deny":
+        log.info("tool %s refused by policy", offered.label)
+        return _answer(call, ToolResult(is_error=True, text=(
+            f"the user's policy does not allow the tool {call.name!r}; it was not run. Do not call it"
+            " again: finish the task without it, or say in your answer what you would need.")))
+    if offered.policy == "ask":
+        log.info("tool %s held for approval", offered.label)
+        return HeldStep(call_id=call.id, name=call.name, source=offered.source,
+                        tool=offered.original or call.name, arguments=dict(call.arguments), reason=reason)
+    with interruptible():
         result = await tools.call(call.name, call.arguments)
+    return _answer(call, result)
+
+
+def _answer(call: ToolCall, result: ToolResult) -> ToolStep:
     return ToolStep(call_id=call.id, name=call.name, result=result)

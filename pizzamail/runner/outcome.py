@@ -1,5 +1,8 @@
 """The end of a run: its mail and its final status, committed together.
 
+A run ends ``done`` (its reply), ``failed`` (an error mail or notice) or ``waiting`` (it stopped at a
+call held for approval; the mail says what waits, and the thread's status is ``waiting`` too).
+
 The reply (or error mail) row and ``finish_run`` share one transaction, so after a crash a run is
 either still unfinished (and resumes) or finished with exactly one mail. Filing into the Maildir
 comes after the commit; what a crash leaves unfiled is filed at the next start.
@@ -11,7 +14,7 @@ from pizzamail.composer import Composed
 from pizzamail.store import Store
 from pizzamail.store.blobs import BlobStore
 from pizzamail.store.runs import Run, finish_run
-from pizzamail.store.threads import NewMessage, add_message, log_event
+from pizzamail.store.threads import NewMessage, add_message, log_event, set_thread_status
 
 
 async def conclude(
@@ -32,6 +35,8 @@ async def conclude(
             blob=digest, size=len(data), folder="INBOX", flags="", run_id=run.id,
         ))
         await finish_run(db, run, status=status, error=error, model=model)
+        if status == "waiting":  # a held action waits for the user's decision, not a failure
+            await set_thread_status(db, run.thread_id, "waiting")
         await log_event(db, f"run.{status}", thread_id=run.thread_id, run_id=run.id,
                         mail=mail.kind, error=error)
     return True

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from pizzamail.composer import Composed, Composer
@@ -26,12 +28,14 @@ from pizzamail.providers.types import Message, Provider, Response
 from pizzamail.runner.history import RunContext, history, load_context
 from pizzamail.runner.loop import Transcript, drive
 from pizzamail.runner.outcome import conclude
-from pizzamail.runner.steps import AgentStep, step_from_row
+from pizzamail.runner.steps import AgentStep, HeldStep, step_from_row
+from pizzamail.runner.workspace import attachments, workspace_for
 from pizzamail.secrets import SecretStore
 from pizzamail.store import Store
+from pizzamail.store.actions import NewHeldAction, hold_action
 from pizzamail.store.blobs import BlobStore
 from pizzamail.store.runs import Run, add_step, claim_next, release_runs, requeue_interrupted, steps_of
-from pizzamail.tools import ToolRegistry
+from pizzamail.tools import RunScope, Toolbox, ToolRegistry
 
 log = logging.getLogger("pizzamail.runner")
 
@@ -57,6 +61,9 @@ class Runner:
     composer: Composer | None = None
     """renders the mails; default: ``Composer(config=config)`` with the bundled templates"""
     tools: ToolRegistry = field(default_factory=ToolRegistry)
+    workspaces: Path | None = None
+    """where each run gets its folder for files it writes (default: ``workspaces/`` beside the
+    blob store, i.e. in the home folder)"""
     filer: Callable[[], Awaitable[object]] | None = None
     """files committed mail into the Maildir. Pass the service's one :class:`Filer` (``filer.run``)
     so all filing is serialised. Default: a Filer of the runner's own"""
@@ -205,16 +212,26 @@ class Runner:
         """Drive one claimed run to its mail; returns the run's final status."""
         log.info("run %d started (thread %d, attempt %d)", run.id, run.thread_id, run.attempts)
         ctx = await load_context(self.store, run)
+        scope = RunScope(run_id=run.id, thread_id=run.thread_id, mail=ctx.mail(run),
+                         workspace=workspace_for(self._workspaces(), run.id))
         try:
             if run.attempts > self.config.runner.max_attempts:
                 raise RunError(
                     f"gave up after {run.attempts - 1} attempts that were interrupted",
                     hint="see the server log; the limit is `[runner] max_attempts` in config.toml",
                 )
-            response = await self._agent(run, ctx)
-            if not response.text.strip():
-                raise RunError(f"the model finished without an answer ({response.finish_reason})")
-            reply = self._mails.reply(ctx.mail(run), response.text)
+            toolbox = self.tools.bind(scope)
+            outcome = await self._agent(run, ctx, toolbox)
+            notes = unavailable_notes(toolbox)
+            if isinstance(outcome, HeldStep):
+                arguments = json.dumps(outcome.arguments, indent=2, ensure_ascii=False)
+                mail = self._mails.waiting(ctx.mail(run), label=outcome.label, reason=outcome.reason,
+                                           arguments=arguments, notes=notes)
+                return await self._finish(run, mail, status="waiting")
+            if not outcome.text.strip():
+                raise RunError(f"the model finished without an answer ({outcome.finish_reason})")
+            reply = self._mails.reply(ctx.mail(run), outcome.text, notes=notes,
+                                      files=attachments(scope.workspace))
         except ProviderNotConfigured as exc:
             log.warning("run %d: no model configured: %s", run.id, exc.message)
             mail = self._mails.notice(ctx.mail(run), exc)
@@ -231,12 +248,15 @@ class Runner:
                                       error=error.message)
         return await self._finish(run, reply, status="done")
 
-    async def _agent(self, run: Run, ctx: RunContext) -> Response:
-        transcript = await self._transcript(run, ctx)
+    def _workspaces(self) -> Path:
+        return self.workspaces or self.blobs.root.parent / "workspaces"
+
+    async def _agent(self, run: Run, ctx: RunContext, toolbox: Toolbox) -> Response | HeldStep:
+        transcript = await self._transcript(run, ctx, toolbox)
         provider = self._new_provider()
         try:
             return await drive(
-                provider=provider, tools=self.tools, transcript=transcript,
+                provider=provider, tools=toolbox, transcript=transcript,
                 max_steps=self.config.agent.max_steps,
                 checkpoint=lambda seq, step: self._checkpoint(run, seq, step),
                 interruptible=self._interruptible,
@@ -244,8 +264,9 @@ class Runner:
         finally:
             await provider.aclose()
 
-    async def _transcript(self, run: Run, ctx: RunContext) -> Transcript:
-        system = self._mails.system_prompt(subject=ctx.subject, now=self.clock())
+    async def _transcript(self, run: Run, ctx: RunContext, toolbox: Toolbox) -> Transcript:
+        system = self._mails.system_prompt(subject=ctx.subject, now=self.clock(),
+                                           skills=toolbox.skills, unavailable=toolbox.unavailable)
         base = [Message(role="system", content=system),
                 *history(ctx, limit=self.config.agent.history_messages)]
         rows = await steps_of(self.store, run.id)
@@ -257,6 +278,11 @@ class Runner:
     async def _checkpoint(self, run: Run, seq: int, step: AgentStep) -> None:
         async with self.store.write() as db:
             await add_step(db, run.id, seq, step.kind, step.to_data())
+            if isinstance(step, HeldStep):  # the step and its held action exist together or not at all
+                await hold_action(db, NewHeldAction(
+                    run_id=run.id, thread_id=run.thread_id, call_id=step.call_id, tool=step.name,
+                    server=step.source, original=step.tool, arguments=step.arguments, reason=step.reason,
+                ))
 
     async def _finish(self, run: Run, mail: Composed, *, status: str, error: str | None = None) -> str:
         done = await conclude(self.store, self.blobs, run, mail, sender=self.config.agent.address,
@@ -276,3 +302,10 @@ class Runner:
             return
         if self.on_filed is not None:
             self.on_filed()
+
+
+def unavailable_notes(toolbox: Toolbox) -> list[str]:
+    """The short notice for MCP servers that were down while this run worked."""
+    return [f"Note: the MCP server {u.server!r} was not available ({u.reason}); its tools could not be"
+            " used. pizzamail keeps trying to start it; `pizzamail doctor` shows its state."
+            for u in toolbox.unavailable]

@@ -47,7 +47,39 @@ class ToolStep:
                         is_error=self.result.is_error)]
 
 
-AgentStep = ModelStep | ToolStep
+@dataclass(frozen=True, kw_only=True)
+class HeldStep:
+    """A call the policy holds for approval: recorded (with its held action), never run here.
+
+    The run stops at it. Until a step with this ``call_id``'s result follows (the approval's
+    outcome), a resumed run stops here again instead of calling anything.
+    """
+
+    kind: ClassVar[str] = "held"
+    call_id: str
+    name: str
+    """the name the model called"""
+    source: str
+    """``builtin`` or the MCP server"""
+    tool: str
+    """the tool's own name at its source"""
+    arguments: dict[str, Any]
+    reason: str
+    """what the model said alongside the call (may be empty)"""
+
+    def to_data(self) -> dict[str, Any]:
+        return {"call_id": self.call_id, "name": self.name, "source": self.source, "tool": self.tool,
+                "arguments": self.arguments, "reason": self.reason}
+
+    def messages(self) -> list[Message]:
+        return []  # the result message comes with the decision
+
+    @property
+    def label(self) -> str:
+        return self.name if self.source == "builtin" else f"{self.source}: {self.tool}"
+
+
+AgentStep = ModelStep | ToolStep | HeldStep
 
 
 def step_from_row(row: Step) -> AgentStep:
@@ -58,6 +90,11 @@ def step_from_row(row: Step) -> AgentStep:
             data = row.data
             result = ToolResult(text=str(data["text"]), is_error=bool(data["is_error"]))
             return ToolStep(call_id=str(data["call_id"]), name=str(data["name"]), result=result)
+        if row.kind == HeldStep.kind:
+            data = row.data
+            return HeldStep(call_id=str(data["call_id"]), name=str(data["name"]),
+                            source=str(data["source"]), tool=str(data["tool"]),
+                            arguments=dict(data["arguments"]), reason=str(data["reason"]))
     except (KeyError, TypeError, ValueError) as exc:
         raise RunError(f"checkpoint {row.seq} of this run is unreadable ({exc!r})") from None
     raise RunError(f"checkpoint {row.seq} has an unknown kind {row.kind!r}")

@@ -118,6 +118,41 @@ MIGRATIONS: list[tuple[str, str]] = [
         CREATE INDEX expunged_modseq ON expunged(folder_id, modseq);
         """,
     ),
+    (
+        # A tool call held for approval is recorded, never run, in the same transaction as the
+        # run's step that holds it; (run_id, call_id) makes recording it twice impossible.
+        # The memory is a few notes the agent keeps across threads (remember/recall).
+        "004_held_actions_and_memory",
+        """
+        CREATE TABLE held_actions(
+            id INTEGER PRIMARY KEY,
+            run_id INTEGER NOT NULL REFERENCES runs(id),
+            thread_id INTEGER NOT NULL REFERENCES threads(id),
+            call_id TEXT NOT NULL,
+            tool TEXT NOT NULL,
+            server TEXT NOT NULL,
+            original TEXT NOT NULL,
+            arguments TEXT NOT NULL,
+            arguments_sha256 TEXT NOT NULL,
+            nonce TEXT NOT NULL UNIQUE,
+            reason TEXT NOT NULL DEFAULT '',
+            status TEXT NOT NULL,
+            created_at TEXT NOT NULL,
+            decided_at TEXT,
+            UNIQUE (run_id, call_id)
+        );
+        CREATE INDEX held_actions_status ON held_actions(status);
+        CREATE TABLE memory(
+            id INTEGER PRIMARY KEY,
+            text TEXT NOT NULL,
+            thread_id INTEGER,
+            run_id INTEGER,
+            call_id TEXT,
+            created_at TEXT NOT NULL,
+            UNIQUE (run_id, call_id)
+        );
+        """,
+    ),
 ]
 
 

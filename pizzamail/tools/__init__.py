@@ -1,17 +1,25 @@
 """The tools an agent may call, behind one registry.
 
-Empty by default; MCP servers and built-ins add themselves through :meth:`ToolRegistry.add`.
-A failure the model can fix (unknown tool, bad arguments, a tool reporting an error) is a
+Built-in tools and MCP servers take part through the same seam: a :class:`ToolSource` offers tools
+for one run (built-ins need to know the run's thread; MCP servers come and go), static tools are
+added with :meth:`ToolRegistry.add`. Each offered tool carries its policy (``auto``, ``ask``,
+``deny``, see :mod:`pizzamail.tools.policy`); the runner enforces it.
+
+A failure the model can fix (unknown tool, bad arguments, a tool reporting an error, a timeout) is a
 :class:`ToolResult` with ``is_error`` set that goes back into the conversation; an exception raised by
 a tool is our failure and stops the run.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any, Protocol
 
+from pizzamail.composer import MailContext
 from pizzamail.providers.types import ToolSpec
+from pizzamail.tools.names import belongs_to
+from pizzamail.tools.policy import Policy, effective
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -27,23 +35,147 @@ class Tool(Protocol):
     async def call(self, arguments: dict[str, Any]) -> ToolResult: ...
 
 
+@dataclass(frozen=True, kw_only=True)
+class RunScope:
+    """The run a set of tools is bound to."""
+
+    run_id: int
+    thread_id: int
+    mail: MailContext
+    """threading for mail written during the run (progress notes)"""
+    workspace: Path
+    """the run's own folder (``workspaces/<run>``); files written there go out with the reply"""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Offered:
+    """A tool as offered to one run, with the policy that gates its calls."""
+
+    tool: Tool
+    policy: Policy
+    source: str = "builtin"
+    """``builtin``, or the MCP server the tool lives on"""
+    original: str = ""
+    """the tool's name at its source, when that differs from the name the model sees"""
+    never_auto: bool = False
+    """no rule may make this tool run by itself (sending mail to other people)"""
+    ruled: bool = False
+    """a user rule of the source's own (``[mcp.servers.NAME.policy]``) decided: it beats
+    ``[tools.policy]``"""
+
+    @property
+    def name(self) -> str:
+        return self.tool.spec.name
+
+    @property
+    def label(self) -> str:
+        """How the user reads it: ``post_progress``, or ``github: create_issue``."""
+        if self.source == "builtin":
+            return self.name
+        return f"{self.source}: {self.original or self.name}"
+
+
+@dataclass(frozen=True, kw_only=True)
+class SkillEntry:
+    """A skill in the system prompt's catalog."""
+
+    name: str
+    description: str
+    location: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class Unavailable:
+    """A tool source that should be there but is not (an MCP server that failed to start)."""
+
+    server: str
+    reason: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class Offer:
+    tools: list[Offered] = field(default_factory=list)
+    skills: list[SkillEntry] = field(default_factory=list)
+    unavailable: list[Unavailable] = field(default_factory=list)
+
+
+class ToolSource(Protocol):
+    def offer(self, scope: RunScope) -> Offer: ...
+
+
+@dataclass(kw_only=True)
+class Toolbox:
+    """The tools of one run: what the model is offered and how a name finds its tool."""
+
+    tools: dict[str, Offered] = field(default_factory=dict)
+    skills: list[SkillEntry] = field(default_factory=list)
+    unavailable: list[Unavailable] = field(default_factory=list)
+    max_result_chars: int = 20000
+
+    def specs(self) -> list[ToolSpec]:
+        """Denied tools are not offered: a model should not plan around a tool it may not use."""
+        return [o.tool.spec for o in self.tools.values() if o.policy != "deny"]
+
+    def get(self, name: str) -> Offered | None:
+        return self.tools.get(name)
+
+    async def call(self, name: str, arguments: dict[str, Any]) -> ToolResult:
+        offered = self.tools.get(name)
+        if offered is None:
+            return self.missing(name)
+        result = await offered.tool.call(arguments)
+        if len(result.text) > self.max_result_chars:
+            cut = result.text[: self.max_result_chars]
+            return ToolResult(text=f"{cut}\n[… cut: the result had {len(result.text)} characters]",
+                              is_error=result.is_error)
+        return result
+
+    def missing(self, name: str) -> ToolResult:
+        for down in self.unavailable:
+            if belongs_to(name, down.server):
+                return ToolResult(text=f"the MCP server {down.server!r} is not available right now"
+                                       f" ({down.reason}); its tools cannot be used in this run",
+                                  is_error=True)
+        known = ", ".join(sorted(self.tools)) or "none"
+        return ToolResult(text=f"there is no tool named {name!r}; available tools: {known}",
+                          is_error=True)
+
+
 @dataclass(kw_only=True)
 class ToolRegistry:
-    _tools: dict[str, Tool] = field(default_factory=dict)
+    """Every tool source of the service; :meth:`bind` gives one run its :class:`Toolbox`."""
 
-    def add(self, tool: Tool) -> None:
+    rules: dict[str, str] = field(default_factory=dict)
+    """``[tools.policy]``: globs over the names the model sees, applied after each source's own"""
+    max_result_chars: int = 20000
+    _tools: dict[str, Offered] = field(default_factory=dict)
+    _sources: list[ToolSource] = field(default_factory=list)
+
+    def add(self, tool: Tool, *, policy: Policy = "auto") -> None:
         name = tool.spec.name
         if name in self._tools:
             raise ValueError(f"a tool named {name!r} is already registered")
-        self._tools[name] = tool
+        self._tools[name] = Offered(tool=tool, policy=policy)
 
-    def specs(self) -> list[ToolSpec]:
-        return [t.spec for t in self._tools.values()]
+    def add_source(self, source: ToolSource) -> None:
+        self._sources.append(source)
 
-    async def call(self, name: str, arguments: dict[str, Any]) -> ToolResult:
-        tool = self._tools.get(name)
-        if tool is None:
-            known = ", ".join(sorted(self._tools)) or "none"
-            return ToolResult(text=f"there is no tool named {name!r}; available tools: {known}",
-                              is_error=True)
-        return await tool.call(arguments)
+    def bind(self, scope: RunScope) -> Toolbox:
+        box = Toolbox(max_result_chars=self.max_result_chars)
+        offers = [Offer(tools=list(self._tools.values())), *(s.offer(scope) for s in self._sources)]
+        for offer in offers:
+            for offered in offer.tools:
+                if offered.name in box.tools:  # the first source wins; built-ins come first
+                    continue
+                box.tools[offered.name] = self._ruled(offered)
+            box.skills += offer.skills
+            box.unavailable += offer.unavailable
+        return box
+
+    def _ruled(self, offered: Offered) -> Offered:
+        if offered.ruled:
+            return offered
+        policy = effective(offered.policy, rules=[(self.rules, offered.name)], never_auto=offered.never_auto)
+        if policy == offered.policy:
+            return offered
+        return replace(offered, policy=policy, ruled=True)

@@ -1,0 +1,129 @@
+"""``mcp``: list the configured MCP servers with their tools and policies, add and import servers."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import tomllib
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+
+import click
+
+from pizzamail.cli.app import App
+from pizzamail.config import Config, parse_config
+from pizzamail.errors import ConfigError
+from pizzamail.home import write_private
+from pizzamail.tools.importing import from_mcp_json, toml_section
+from pizzamail.tools.mcp import McpHub
+from pizzamail.tools.names import exposed_name
+
+
+@dataclass(kw_only=True)
+class ServerReport:
+    name: str
+    transport: str
+    enabled: bool
+    status: str
+    error: str | None = None
+    tools: list[dict[str, str]] = field(default_factory=list)
+
+
+async def probe(app: App, *, startup_timeout: float) -> list[ServerReport]:
+    """Start the enabled servers once (as serve would), list their tools, stop them."""
+    config = app.config
+    settings = replace(config.mcp, startup_timeout=startup_timeout)
+    reports = {name: ServerReport(name=name, transport=s.transport, enabled=s.enabled, status="disabled")
+               for name, s in config.mcp.servers.items()}
+    hub = McpHub(settings=settings, secrets=app.secrets, cwd=app.home.root, rules=config.tools.policy,
+                 log_dir=app.home.logs if app.home.logs.is_dir() else None)
+    async with hub:
+        for name, connection in hub.connections.items():
+            report = reports[name]
+            report.status, report.error = connection.status, connection.error
+            report.tools = [{"name": d.name, "exposed": exposed_name(name, d.name),
+                             "policy": hub.policy(connection, d)} for d in connection.tools]
+    return list(reports.values())
+
+
+@click.group()
+def mcp() -> None:
+    """MCP servers: the tools the agent can use beyond the built-ins."""
+
+
+@mcp.command("list")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@click.option("--timeout", default=10.0, show_default=True, help="Seconds each server may take to start.")
+@click.pass_obj
+def mcp_list(app: App, as_json: bool, timeout: float) -> None:
+    """Servers, whether they start, and each tool with its policy (enabled servers are started)."""
+    reports = asyncio.run(probe(app, startup_timeout=timeout))
+    if as_json:
+        click.echo(json.dumps([asdict(r) for r in reports], indent=2))
+        return
+    if not reports:
+        click.echo("no MCP servers configured; add one with `pizzamail mcp add`")
+    for r in reports:
+        click.echo(f"{r.name} ({r.transport}): {r.status}" + (f" - {r.error}" if r.error else ""))
+        for tool in r.tools:
+            click.echo(f"  {tool['policy']:<5} {tool['exposed']}")
+
+
+@mcp.command("add")
+@click.argument("name", required=False)
+@click.option("--command", "command", help="stdio: the program to start.")
+@click.option("--arg", "args", multiple=True, help="stdio: one argument (repeat for more).")
+@click.option("--env", "env", multiple=True, help="stdio: KEY=VALUE (the value may say ${VAR}).")
+@click.option("--url", help="Streamable HTTP endpoint.")
+@click.option("--header", "headers", multiple=True, help="HTTP: Name=VALUE (may say ${secret:NAME}).")
+@click.option("--from-json", "from_json", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="Import every server of a Claude-Code-style .mcp.json.")
+@click.option("--enable", is_flag=True, help="Enable now (servers are added disabled otherwise).")
+@click.pass_obj
+def mcp_add(app: App, name: str | None, command: str | None, args: tuple[str, ...], env: tuple[str, ...],
+            url: str | None, headers: tuple[str, ...], from_json: Path | None, enable: bool) -> None:
+    """Add a server to config.toml (disabled unless --enable); restart serve to use it."""
+    if from_json is not None:
+        imported = from_mcp_json(from_json.read_text(encoding="utf-8"), enable=enable)
+        for skipped, why in imported.skipped.items():
+            click.echo(f"skipped {skipped}: {why}", err=True)
+        sections = imported.sections
+    else:
+        if not name:
+            raise click.UsageError("give a NAME, or --from-json PATH")
+        section: dict[str, object] = {"enabled": enable}
+        if command:
+            section.update(command=command, args=list(args), env=_pairs(env, "--env"))
+        if url:
+            section.update(url=url, headers=_pairs(headers, "--header"))
+        sections = {name: {k: v for k, v in section.items() if v not in ({}, [])}}
+    _append(app, sections)
+    for added in sections:
+        state = "enabled" if enable else "disabled: set enabled = true in config.toml to use it"
+        click.echo(f"added MCP server {added} ({state})")
+
+
+def _pairs(items: tuple[str, ...], option: str) -> dict[str, str]:
+    pairs = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise click.UsageError(f"{option} takes KEY=VALUE, not {item!r}")
+        pairs[key] = value
+    return pairs
+
+
+def _append(app: App, sections: dict[str, dict[str, object]]) -> None:
+    """Append the sections to config.toml, after checking the whole result would load."""
+    path = app.home.config
+    text = path.read_text(encoding="utf-8") if path.exists() else ""
+    current = parse_config(tomllib.loads(text)) if text else Config()
+    for name in sections:
+        if name in current.mcp.servers:
+            raise ConfigError(f"mcp.servers.{name}", name, "a name not configured yet",
+                              hint="edit its section in config.toml instead")
+    added = "".join("\n" + toml_section(name, s) for name, s in sections.items())
+    new_text = text.rstrip("\n") + "\n" + added
+    parse_config(tomllib.loads(new_text))  # raises, naming the key, before anything is written
+    app.home.root.mkdir(mode=0o700, parents=True, exist_ok=True)
+    write_private(path, new_text.encode())

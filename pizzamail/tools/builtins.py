@@ -1,0 +1,227 @@
+"""Built-in tools, offered to every run through the same seam as MCP servers.
+
+``post_progress`` (a progress mail in the thread), ``read_attachment`` (the thread's attachments),
+``write_file`` (a file in the run's workspace, attached to the reply), ``draft_email`` (mail to
+someone else: always held for approval), ``remember``/``recall`` (notes kept across threads, mirrored
+into ``memory.md``).
+
+A run may be resumed after a crash and repeat a call whose step was not recorded yet, so every
+built-in is safe to repeat: a progress mail and a note are keyed by their run and text, and a file
+is simply written again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import re
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pizzamail.composer import Composer
+from pizzamail.providers.types import ToolSpec
+from pizzamail.store import Store
+from pizzamail.store.blobs import BlobStore
+from pizzamail.store.memory import add_note, notes
+from pizzamail.store.threads import NewMessage, add_message, message_exists, thread_messages
+from pizzamail.tools import Offer, Offered, RunScope, ToolResult
+from pizzamail.tools.attachments import Attachment, attachment_text, attachments_of
+
+log = logging.getLogger("pizzamail.tools")
+
+_FILE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
+_MAX_NOTE = 2000
+
+
+def _schema(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
+    return {"type": "object", "properties": properties, "required": required}
+
+
+def _text(description: str) -> dict[str, Any]:
+    return {"type": "string", "description": description}
+
+
+def _key(*parts: object) -> str:
+    return hashlib.sha256("\x00".join(map(str, parts)).encode()).hexdigest()[:24]
+
+
+@dataclass(kw_only=True)
+class Builtins:
+    """The built-in tool source; one per service."""
+
+    store: Store
+    blobs: BlobStore
+    composer: Composer
+    sender: str
+    """the agent's address, the From of progress mails"""
+    file_mail: Callable[[], Awaitable[object]] | None = None
+    """files committed mail into the Maildir (the service's one Filer)"""
+    memory_file: Path | None = None
+    """``memory.md``: the memory as a file the user can read"""
+    max_file_bytes: int = 10 * 1024 * 1024
+
+    def offer(self, scope: RunScope) -> Offer:
+        return Offer(tools=[
+            Offered(tool=PostProgress(owner=self, scope=scope), policy="auto"),
+            Offered(tool=ReadAttachment(owner=self, scope=scope), policy="auto"),
+            Offered(tool=WriteFile(owner=self, scope=scope), policy="auto"),
+            Offered(tool=DraftEmail(), policy="ask", never_auto=True),
+            Offered(tool=Remember(owner=self, scope=scope), policy="auto"),
+            Offered(tool=Recall(owner=self), policy="auto"),
+        ])
+
+    async def write_memory_file(self) -> None:
+        if self.memory_file is None:
+            return
+        kept = list(reversed(await notes(self.store, limit=10_000)))
+        lines = ["# What pizzamail remembers", "",
+                 "Notes the agent kept with `remember`, oldest first. Edit them through the agent.", ""]
+        lines += [f"- {n.created_at} (thread {n.thread_id}): {n.text}" for n in kept]
+        tmp = self.memory_file.with_name(f".{self.memory_file.name}.tmp")
+        tmp.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        os.replace(tmp, self.memory_file)
+
+
+@dataclass(frozen=True, kw_only=True)
+class PostProgress:
+    owner: Builtins
+    scope: RunScope
+    spec = ToolSpec(name="post_progress", description=(
+        "Send the user a short progress note in this thread while you keep working. Use it for long"
+        " tasks only, at most a few times."),
+        parameters=_schema({"text": _text("the note, in Markdown, one to three sentences")}, ["text"]))
+
+    async def call(self, arguments: dict[str, Any]) -> ToolResult:
+        text = str(arguments.get("text", "")).strip()
+        if not text:
+            return ToolResult(text="the note is empty; nothing was sent", is_error=True)
+        o, scope = self.owner, self.scope
+        message_id = f"progress.{scope.run_id}.{_key(text)}@{o.composer.config.domain}"
+        mail = o.composer.progress(scope.mail, text, message_id=message_id)
+        data = mail.as_bytes()
+        digest = o.blobs.put(data)
+        async with o.store.write() as db:
+            if not await message_exists(db, message_id):
+                await add_message(db, scope.thread_id, NewMessage(
+                    message_id=message_id, in_reply_to=mail.in_reply_to, refs=mail.references,
+                    direction="out", kind="progress", sender=o.sender, subject=mail.subject,
+                    body=mail.body, blob=digest, size=len(data), run_id=scope.run_id))
+        if o.file_mail is not None:
+            await o.file_mail()
+        return ToolResult(text="the progress note was sent")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReadAttachment:
+    owner: Builtins
+    scope: RunScope
+    spec = ToolSpec(name="read_attachment", description=(
+        "List the files attached to the user's mails in this thread, or read one as text. Call it"
+        " without arguments to list them."),
+        parameters=_schema({"name": _text("the attachment's file name or its number in the list")}, []))
+
+    async def call(self, arguments: dict[str, Any]) -> ToolResult:
+        found = await self._attachments()
+        wanted = str(arguments.get("name") or "").strip()
+        if not wanted:
+            if not found:
+                return ToolResult(text="the mails in this thread have no attachments")
+            return ToolResult(text="\n".join(a.line() for a in found))
+        match = next((a for a in found if wanted in (a.filename, str(a.index))), None)
+        if match is None:
+            names = ", ".join(a.filename for a in found) or "none"
+            return ToolResult(text=f"no attachment named {wanted!r}; attachments: {names}", is_error=True)
+        return ToolResult(text=attachment_text(match))
+
+    async def _attachments(self) -> list[Attachment]:
+        found: list[Attachment] = []
+        for message in await thread_messages(self.owner.store, self.scope.thread_id):
+            if message.direction != "in":
+                continue
+            raw = self.owner.blobs.get(message.blob)
+            found += attachments_of(raw, subject=message.subject, start=len(found) + 1)
+        return found
+
+
+@dataclass(frozen=True, kw_only=True)
+class WriteFile:
+    owner: Builtins
+    scope: RunScope
+    spec = ToolSpec(name="write_file", description=(
+        "Write a text file; it is attached to your reply. Writing the same name again replaces it."),
+        parameters=_schema({"name": _text("a plain file name such as report.md (no folders)"),
+                            "content": _text("the file's text")}, ["name", "content"]))
+
+    async def call(self, arguments: dict[str, Any]) -> ToolResult:
+        name, content = str(arguments.get("name", "")), arguments.get("content")
+        if not _FILE_NAME.match(name):
+            return ToolResult(is_error=True, text=(
+                f"{name!r} is not a plain file name: use letters, digits, '.', '_' and '-', no folders,"
+                " not starting with a dot"))
+        if not isinstance(content, str):
+            return ToolResult(text="content must be a string", is_error=True)
+        data = content.encode("utf-8")
+        if len(data) > self.owner.max_file_bytes:
+            return ToolResult(is_error=True,
+                              text=f"the file is {len(data)} bytes; the limit is {self.owner.max_file_bytes}")
+        workspace = self.scope.workspace
+        workspace.mkdir(mode=0o700, parents=True, exist_ok=True)
+        tmp = workspace / f".{name}.tmp"
+        tmp.write_bytes(data)
+        os.replace(tmp, workspace / name)
+        return ToolResult(text=f"wrote {name} ({len(data)} bytes); it will be attached to your reply")
+
+
+@dataclass(frozen=True, kw_only=True)
+class DraftEmail:
+    """Mail to someone other than the user. Its policy is always ``ask``: this tool is only ever
+    held, and the approval side sends (or files the draft) once the user agrees."""
+
+    spec = ToolSpec(name="draft_email", description=(
+        "Prepare an email to someone other than the user. It is not sent until the user approves it."),
+        parameters=_schema({"to": _text("recipient address(es), comma-separated"),
+                            "cc": _text("optional Cc address(es)"), "subject": _text("the subject"),
+                            "body": _text("the text of the mail")}, ["to", "subject", "body"]))
+
+    async def call(self, arguments: dict[str, Any]) -> ToolResult:
+        # never reached through the runner: the policy gate holds every call
+        return ToolResult(text="sending mail needs the user's approval", is_error=True)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Remember:
+    owner: Builtins
+    scope: RunScope
+    spec = ToolSpec(name="remember", description=(
+        "Keep a short note for later tasks (any thread): a preference, a fact about the user's work."
+        " Do not store secrets."),
+        parameters=_schema({"text": _text("the note, one or two sentences")}, ["text"]))
+
+    async def call(self, arguments: dict[str, Any]) -> ToolResult:
+        text = " ".join(str(arguments.get("text", "")).split())
+        if not text:
+            return ToolResult(text="the note is empty", is_error=True)
+        if len(text) > _MAX_NOTE:
+            return ToolResult(text=f"notes are at most {_MAX_NOTE} characters", is_error=True)
+        async with self.owner.store.write() as db:
+            await add_note(db, text, thread_id=self.scope.thread_id, run_id=self.scope.run_id,
+                           call_id=_key(text))
+        await self.owner.write_memory_file()
+        return ToolResult(text="noted")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Recall:
+    owner: Builtins
+    spec = ToolSpec(name="recall", description=(
+        "Read the notes kept with remember, newest first; with a query, only notes containing all"
+        " its words."), parameters=_schema({"query": _text("optional words to look for")}, []))
+
+    async def call(self, arguments: dict[str, Any]) -> ToolResult:
+        found = await notes(self.owner.store, str(arguments.get("query") or ""))
+        if not found:
+            return ToolResult(text="no notes found")
+        return ToolResult(text="\n".join(f"- {n.created_at}: {n.text}" for n in found))

@@ -1,0 +1,323 @@
+"""MCP servers: one supervised connection per enabled server, whose tools are offered to runs.
+
+Each connection lives in its own task, because the MCP client's ``async with`` must be entered and
+left by one task; runner workers call tools through it from theirs. A server that fails to start
+(or dies) is reported and started again after a growing pause, and the runner goes on without it.
+Every call has a timeout: a call that takes longer is an error result for the model, as is a server
+that dies during a call (the call's effect is then unknown, and the result says so).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from contextlib import AsyncExitStack, suppress
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx2
+from mcp import Client, MCPError, StdioServerParameters, stdio_client
+from mcp.client._transport import Transport
+from mcp.client.streamable_http import streamable_http_client
+from mcp.types import CONNECTION_CLOSED, REQUEST_TIMEOUT, CallToolResult, Implementation, TextContent
+from mcp.types import Tool as McpToolDefinition
+
+from pizzamail import __version__
+from pizzamail.config import McpServerSettings, McpSettings
+from pizzamail.errors import PizzamailError
+from pizzamail.providers.types import ToolSpec
+from pizzamail.secrets import SecretStore
+from pizzamail.tools import Offer, Offered, RunScope, ToolResult, Unavailable
+from pizzamail.tools.expand import expand_all
+from pizzamail.tools.names import exposed_name
+from pizzamail.tools.policy import Policy, effective, from_annotations
+
+log = logging.getLogger("pizzamail.mcp")
+
+CLIENT_INFO = Implementation(name="pizzamail", version=__version__)
+#: pages of tools/list followed at most (a server that keeps sending cursors must not hang us)
+MAX_PAGES = 100
+
+
+def describe(exc: BaseException) -> str:
+    """One line for a failure: the innermost cause of an exception group, with its type."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    if isinstance(exc, PizzamailError):
+        return exc.message + (f" ({exc.hint})" if exc.hint else "")
+    if isinstance(exc, MCPError):
+        return f"MCP error {exc.code}: {exc.message}"
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+async def list_all_tools(client: Client) -> list[McpToolDefinition]:
+    """Every tool, following ``next_cursor`` page by page."""
+    tools: list[McpToolDefinition] = []
+    cursor: str | None = None
+    for _ in range(MAX_PAGES):
+        page = await client.list_tools(cursor=cursor, cache_mode="refresh")
+        tools.extend(page.tools)
+        cursor = page.next_cursor
+        if cursor is None:
+            return tools
+    log.warning("a server listed more than %d pages of tools; the rest are ignored", MAX_PAGES)
+    return tools
+
+
+def result_text(result: CallToolResult) -> str:
+    parts: list[str] = []
+    for block in result.content:
+        if isinstance(block, TextContent):
+            parts.append(block.text)
+        else:  # images, audio, resources: the model is told what came, not handed bytes
+            parts.append(f"[{block.type} content not shown]")
+    if not parts and result.structured_content is not None:
+        parts.append(json.dumps(result.structured_content, ensure_ascii=False))
+    return "\n".join(parts) if parts else "(the tool returned nothing)"
+
+
+@dataclass(kw_only=True)
+class McpConnection:
+    """One configured server, started and restarted by its own task."""
+
+    name: str
+    settings: McpServerSettings
+    startup_timeout: float = 20.0
+    retry_initial: float = 5.0
+    retry_max: float = 300.0
+    secrets: SecretStore | None = None
+    log_dir: Path | None = None
+    """stdio servers' stderr goes to ``mcp-NAME.log`` here (default: our stderr)"""
+    cwd: Path | None = None
+    """where stdio servers start when ``cwd`` is not set"""
+    target: Any = None
+    """an in-process MCP server object to talk to instead of ``settings`` (fast tests)"""
+    status: str = "stopped"
+    """stopped, starting, ready or failed"""
+    error: str | None = None
+    tools: list[McpToolDefinition] = field(default_factory=list)
+    failures: int = 0
+    client: Client | None = field(default=None, repr=False)
+    first_outcome: asyncio.Event = field(default_factory=asyncio.Event, repr=False)
+    _stop: asyncio.Event = field(default_factory=asyncio.Event, repr=False)
+    _reset: asyncio.Event = field(default_factory=asyncio.Event, repr=False)
+    _task: asyncio.Task[None] | None = field(default=None, repr=False)
+
+    def start(self) -> None:
+        self._stop.clear()
+        self._task = asyncio.create_task(self._supervise(), name=f"pizzamail-mcp-{self.name}")
+
+    async def stop(self) -> None:
+        self._stop.set()
+        self._reset.set()
+        if self._task is not None:
+            await asyncio.gather(self._task, return_exceptions=True)
+            self._task = None
+        self.status, self.client = "stopped", None
+
+    # -- supervision ---------------------------------------------------------------------------
+
+    async def _supervise(self) -> None:
+        delay = self.retry_initial
+        while not self._stop.is_set():
+            was_ready = await self._attempt()
+            self.first_outcome.set()
+            if self._stop.is_set():
+                return
+            delay = self.retry_initial if was_ready else delay
+            log.info("MCP server %s: trying again in %.0f s", self.name, delay)
+            with suppress(TimeoutError):
+                await asyncio.wait_for(self._stop.wait(), delay)
+            delay = min(delay * 2, self.retry_max)
+
+    async def _attempt(self) -> bool:
+        """One life of the server: start, serve until reset or stop. True if it got ready."""
+        self._reset.clear()
+        self.status = "starting"
+        ready = asyncio.Event()
+        session = asyncio.create_task(self._session(ready), name=f"pizzamail-mcp-{self.name}-session")
+        if not await self._started(session, ready):
+            return False
+        self.first_outcome.set()
+        try:
+            await session
+        except Exception as exc:
+            if self.status == "ready":  # else the failure that ended it is already recorded
+                self._failed(f"stopped: {describe(exc)}")
+        return True
+
+    async def _started(self, session: asyncio.Task[None], ready: asyncio.Event) -> bool:
+        waiters = [asyncio.create_task(ready.wait()), asyncio.create_task(self._stop.wait())]
+        try:
+            await asyncio.wait([session, *waiters], timeout=self.startup_timeout,
+                               return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for waiter in waiters:
+                waiter.cancel()
+        if ready.is_set():
+            return True
+        if session.done():
+            exc = session.exception()
+            self._failed(f"failed to start: {describe(exc)}" if exc else "exited while starting")
+            return False
+        session.cancel()
+        await asyncio.gather(session, return_exceptions=True)
+        if not self._stop.is_set():
+            self._failed(f"did not start within {self.startup_timeout:g} s")
+        return False
+
+    def _failed(self, reason: str) -> None:
+        self.status, self.error, self.client, self.tools = "failed", reason, None, []
+        self.failures += 1
+        log.warning("MCP server %s %s", self.name, reason)
+
+    async def _session(self, ready: asyncio.Event) -> None:
+        async with AsyncExitStack() as stack:
+            client = await stack.enter_async_context(self._client(stack))
+            tools = await list_all_tools(client)
+            self.client, self.tools, self.status, self.error = client, tools, "ready", None
+            log.info("MCP server %s ready with %d tool(s)", self.name, len(tools))
+            ready.set()
+            await self._reset.wait()
+            self.client = None
+
+    def _client(self, stack: AsyncExitStack) -> Client:
+        target = self.target if self.target is not None else self._transport(stack)
+        return Client(target, client_info=CLIENT_INFO,
+                      read_timeout_seconds=self.settings.timeout)
+
+    def _transport(self, stack: AsyncExitStack) -> Transport:
+        s, key = self.settings, f"mcp.servers.{self.name}"
+        if s.url:
+            headers = expand_all(s.headers, key=f"{key}.headers", secrets=self.secrets)
+            # we own this client, so the stack closes it after the MCP session has ended
+            http = httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30.0, read=300.0))
+            stack.push_async_callback(http.aclose)
+            return streamable_http_client(s.url, http_client=http)
+        env = expand_all(s.env, key=f"{key}.env", secrets=self.secrets)
+        cwd = Path(s.cwd).expanduser() if s.cwd else self.cwd
+        params = StdioServerParameters(command=s.command, args=list(s.args), env=env, cwd=cwd)
+        if self.log_dir is None:
+            return stdio_client(params)
+        path = self.log_dir / f"mcp-{self.name}.log"
+        errlog = stack.enter_context(path.open("a", encoding="utf-8"))
+        return stdio_client(params, errlog=errlog)
+
+    # -- calls ---------------------------------------------------------------------------------
+
+    async def call(self, tool: str, arguments: dict[str, Any]) -> ToolResult:
+        client = self.client
+        if client is None:
+            why = self.error or self.status
+            return ToolResult(text=f"the MCP server {self.name!r} is not running ({why})", is_error=True)
+        try:
+            result = await client.call_tool(tool, arguments, read_timeout_seconds=self.settings.timeout)
+        except MCPError as exc:
+            return self._call_failed(tool, exc)
+        except Exception as exc:  # transport trouble (HTTP errors, bad payloads): the model is told
+            why = describe(exc)
+            log.warning("MCP server %s: call to %s failed: %s", self.name, tool, why)
+            return ToolResult(is_error=True, text=f"calling {tool!r} on server {self.name!r} failed: {why}")
+        return ToolResult(text=result_text(result), is_error=result.is_error)
+
+    def _call_failed(self, tool: str, exc: MCPError) -> ToolResult:
+        if exc.code == REQUEST_TIMEOUT:
+            log.warning("MCP server %s: %s timed out after %g s", self.name, tool, self.settings.timeout)
+            return ToolResult(is_error=True, text=(
+                f"the tool {tool!r} on MCP server {self.name!r} did not answer within"
+                f" {self.settings.timeout:g} s and was cancelled"))
+        if exc.code == CONNECTION_CLOSED:
+            self._failed(f"stopped during a call to {tool!r} (connection closed)")
+            self._reset.set()  # the supervisor starts it again after a pause
+            return ToolResult(is_error=True, text=(
+                f"the MCP server {self.name!r} stopped while running {tool!r}; whether the call took"
+                " effect is unknown. Its tools are unavailable until it is restarted."))
+        log.warning("MCP server %s: %s failed: %s", self.name, tool, describe(exc))
+        return ToolResult(text=f"the MCP server {self.name!r} refused the call: {exc.message}", is_error=True)
+
+
+@dataclass(frozen=True, kw_only=True)
+class McpTool:
+    """One listed tool of a connection, under the name the model sees."""
+
+    connection: McpConnection
+    definition: McpToolDefinition
+    exposed: str
+
+    @property
+    def spec(self) -> ToolSpec:
+        d = self.definition
+        schema = dict(d.input_schema) if d.input_schema else {"type": "object", "properties": {}}
+        return ToolSpec(name=self.exposed, description=d.description or d.title or d.name, parameters=schema)
+
+    async def call(self, arguments: dict[str, Any]) -> ToolResult:
+        return await self.connection.call(self.definition.name, arguments)
+
+
+@dataclass(kw_only=True)
+class McpHub:
+    """Every enabled server of ``[mcp.servers]``: started together, offered to runs as tools."""
+
+    settings: McpSettings
+    secrets: SecretStore | None = None
+    log_dir: Path | None = None
+    cwd: Path | None = None
+    rules: dict[str, str] = field(default_factory=dict)
+    """``[tools.policy]``, applied after each server's own ``policy`` table"""
+    connections: dict[str, McpConnection] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for name, server in self.settings.servers.items():
+            if server.enabled:
+                self.connections[name] = McpConnection(
+                    name=name, settings=server, startup_timeout=self.settings.startup_timeout,
+                    retry_initial=self.settings.retry_initial, retry_max=self.settings.retry_max,
+                    secrets=self.secrets, log_dir=self.log_dir, cwd=self.cwd,
+                )
+
+    async def start(self) -> None:
+        """Start every server at once; wait until each is ready or has failed its first start."""
+        for connection in self.connections.values():
+            connection.start()
+        waits = [asyncio.create_task(c.first_outcome.wait()) for c in self.connections.values()]
+        if waits:
+            # a margin over the startup timeout: a failed start also has to shut its process down
+            _, pending = await asyncio.wait(waits, timeout=self.settings.startup_timeout + 5)
+            for wait in pending:
+                wait.cancel()
+
+    async def stop(self) -> None:
+        await asyncio.gather(*(c.stop() for c in self.connections.values()))
+
+    async def __aenter__(self) -> McpHub:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    def offer(self, scope: RunScope) -> Offer:
+        offer = Offer()
+        for name, connection in self.connections.items():
+            if connection.status != "ready":
+                why = connection.error or connection.status
+                offer.unavailable.append(Unavailable(server=name, reason=why))
+                continue
+            offer.tools.extend(self.offered(connection))
+        return offer
+
+    def offered(self, connection: McpConnection) -> list[Offered]:
+        offered = []
+        for d in connection.tools:
+            tool = McpTool(connection=connection, definition=d, exposed=exposed_name(connection.name, d.name))
+            offered.append(Offered(tool=tool, policy=self.policy(connection, d), source=connection.name,
+                                   original=d.name, ruled=True))
+        return offered
+
+    def policy(self, connection: McpConnection, definition: McpToolDefinition) -> Policy:
+        exposed = exposed_name(connection.name, definition.name)
+        return effective(from_annotations(definition.annotations),
+                         rules=[(connection.settings.policy, definition.name), (self.rules, exposed)])
