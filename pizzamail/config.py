@@ -161,6 +161,17 @@ class SkillsSettings:
     paths: list[str] = setting([], "more folders holding skill folders")  # noqa: RUF009
 
 
+def _addresses(value: list[str]) -> str | None:
+    bad = [v for v in value if not isinstance(v, str) or _address(v) is not None]
+    return f"e-mail addresses (not {bad[0]!r})" if bad else None
+
+
+@dataclass(frozen=True, kw_only=True)
+class ApprovalsSettings:
+    approvers: list[str] = setting([], "addresses whose replies decide approvals (empty: your own)",  # noqa: RUF009
+                                   _addresses)
+
+
 @dataclass(frozen=True, kw_only=True)
 class Config:
     server: ServerSettings = field(default_factory=ServerSettings)
@@ -171,10 +182,16 @@ class Config:
     mcp: McpSettings = field(default_factory=McpSettings)
     tools: ToolsSettings = field(default_factory=ToolsSettings)
     skills: SkillsSettings = field(default_factory=SkillsSettings)
+    approvals: ApprovalsSettings = field(default_factory=ApprovalsSettings)
 
     @property
     def domain(self) -> str:
         return self.agent.address.rpartition("@")[2]
+
+    @property
+    def approvers(self) -> frozenset[str]:
+        """Who may decide approvals: ``[approvals] approvers``, by default the owner."""
+        return frozenset(a.lower() for a in self.approvals.approvers or [self.account.address])
 
     def provider(self, name: str) -> ProviderSettings | None:
         """Settings for a provider; ``openai`` works without a section."""
@@ -228,7 +245,8 @@ def _check(f: Any, value: object, key: str) -> object:
 def parse_config(data: dict[str, Any]) -> Config:
     """Build a validated :class:`Config` from parsed TOML."""
     sections = {"server": ServerSettings, "account": AccountSettings, "agent": AgentSettings,
-                "runner": RunnerSettings, "tools": ToolsSettings, "skills": SkillsSettings}
+                "runner": RunnerSettings, "tools": ToolsSettings, "skills": SkillsSettings,
+                "approvals": ApprovalsSettings}
     known = (*sections, "providers", "mcp")
     for key in data:
         if key not in known:

@@ -101,7 +101,7 @@ class Service:
         await runner.start()
         stack.push_async_callback(runner.stop)
         stack.push_async_callback(self._drain)
-        smtp_port = await self._start_smtp(stack, store, blobs, filer, runner)
+        smtp_port = await self._start_smtp(stack, store, blobs, filer, runner, composer)
         server = self.config.server
         imap = await start_imap_server(
             host=server.host, port=server.imap_port, mailbox=mailbox, accounts=self.accounts(),
@@ -132,16 +132,21 @@ class Service:
         return tools
 
     async def _start_smtp(
-        self, stack: AsyncExitStack, store: Store, blobs: BlobStore, filer: Filer, runner: Runner
+        self, stack: AsyncExitStack, store: Store, blobs: BlobStore, filer: Filer, runner: Runner,
+        composer: Composer,
     ) -> int:
+        async def file_and_sync() -> None:
+            await filer.run()
+            await runner.sync_approvals()  # a decided request leaves the Action folder
+
         def stored(_: Stored) -> None:
             runner.wake()
-            self._spawn(filer.run())
+            self._spawn(file_and_sync())
 
         handler = IntakeHandler(
             store=store, blobs=blobs, accounts=self.accounts(),
             agents=frozenset({self.config.agent.address.lower()}), domain=self.config.domain,
-            on_stored=stored,
+            on_stored=stored, composer=composer, approvers=self.config.approvers,
         )
         settings = self.config.server
         server = await start_smtp_server(

@@ -10,6 +10,7 @@ import click
 from pizzamail import __version__
 from pizzamail.cli.account import account, keys
 from pizzamail.cli.app import App
+from pizzamail.cli.approvals import approvals, approve, deny, rules
 from pizzamail.cli.doctor import doctor
 from pizzamail.cli.mcp import mcp
 from pizzamail.cli.serve import init, serve
@@ -30,7 +31,8 @@ def cli(ctx: click.Context, home: Path | None) -> None:
     ctx.obj = App.for_home(home)
 
 
-for command in (init, serve, task, threads, account, keys, mcp, skills, doctor):
+for command in (init, serve, task, threads, account, keys, mcp, skills, doctor, approvals, approve, deny,
+                rules):
     cli.add_command(command)
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import mimetypes
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from email.headerregistry import Address
 from email.message import EmailMessage
@@ -44,6 +44,8 @@ class MailContext:
     """the Message-ID of the mail being answered"""
     references: list[str] = field(default_factory=list)
     """the chain of Message-IDs before it (the parent's References); the parent is appended"""
+    headers: tuple[tuple[str, str], ...] = ()
+    """more headers for the mail (``X-Pizzamail-Decision`` after a decision: the audit trail)"""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -115,13 +117,6 @@ class Composer:
             body += "\n\n" + self.render("notes.md.j2", notes=notes).strip()
         return self._compose("reply", ctx, body, files=files)
 
-    def waiting(self, ctx: MailContext, *, label: str, arguments: str, reason: str,
-                notes: Sequence[str] = ()) -> Composed:
-        """The run stopped at a call held for approval: what the agent wants to run, and why."""
-        body = self.render("waiting.md.j2", label=label, arguments=arguments, reason=reason,
-                           notes=notes, **self._names(ctx)).strip()
-        return self._compose("waiting", ctx, body)
-
     def progress(self, ctx: MailContext, markdown: str, *, message_id: str) -> Composed:
         """A progress note during a run; ``message_id`` is fixed by the caller so a resumed run
         that posts the same note again is recognised."""
@@ -141,8 +136,20 @@ class Composer:
     def _names(self, ctx: MailContext) -> dict[str, Any]:
         return {"thread_id": ctx.thread_id, "run_id": ctx.run_id, "agent_name": self.config.agent.name}
 
+    def approval(self, ctx: MailContext, *, view: dict[str, Any], headers: Sequence[tuple[str, str]],
+                 evidence: Sequence[tuple[str, str]] = ()) -> Composed:
+        """An approval request (``view`` feeds ``approval.md.j2``); ``evidence`` are (file name, text)
+        attachments: the tool output the agent relied on."""
+        body = self.render("approval.md.j2", **view, **self._names(ctx)).strip()
+        ctx = replace(ctx, headers=(*ctx.headers, *headers))
+        return self._compose("waiting", ctx, body, texts=evidence)
+
+    def decision_reply(self, ctx: MailContext, text: str) -> Composed:
+        """A short answer to a decision that changed nothing (stale, repeated, unreadable)."""
+        return self._compose("notice", ctx, text.strip())
+
     def _compose(self, kind: str, ctx: MailContext, body: str, *, files: Sequence[Path] = (),
-                 message_id: str | None = None) -> Composed:
+                 message_id: str | None = None, texts: Sequence[tuple[str, str]] = ()) -> Composed:
         subject = reply_subject(ctx.subject)
         refs = reference_chain(ctx)
         names = self._names(ctx)
@@ -155,6 +162,8 @@ class Composer:
         msg.add_alternative(html, subtype="html")
         for path in files:
             _attach(msg, path)
+        for name, content in texts:
+            msg.add_attachment(content, subtype="plain", filename=name)
         return Composed(kind=kind, message=msg, message_id=message_id, in_reply_to=ctx.in_reply_to,
                         references=refs, subject=subject, body=body)
 
@@ -177,6 +186,8 @@ class Composer:
         msg["X-Pizzamail-Thread"] = str(ctx.thread_id)
         msg["X-Pizzamail-Run"] = str(ctx.run_id)
         msg["X-Pizzamail-Kind"] = kind
+        for name, value in ctx.headers:
+            msg[name] = value
         return msg
 
 

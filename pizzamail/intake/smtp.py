@@ -16,9 +16,12 @@ from typing import Any
 
 from aiosmtpd.smtp import SMTP, AuthResult, Envelope, LoginPassword, Session
 
+from pizzamail.approvals.decide import parse_message
+from pizzamail.approvals.intake import record_decision, routed_action
 from pizzamail.auth import Accounts
+from pizzamail.composer import Composer
 from pizzamail.errors import PizzamailError, SmtpRefusal
-from pizzamail.intake.parse import parse_mail
+from pizzamail.intake.parse import ParsedMail, parse_mail
 from pizzamail.intake.tasks import Stored, store_task
 from pizzamail.store import Store
 from pizzamail.store.blobs import BlobStore
@@ -50,6 +53,11 @@ class IntakeHandler:
     agents: frozenset[str]
     domain: str
     on_stored: Callable[[Stored], None] = lambda stored: None
+    composer: Composer | None = None
+    """renders the short reply to a decision that changed nothing; without it, replies to approval
+    requests are not treated as decisions"""
+    approvers: frozenset[str] = frozenset()
+    """who may decide approvals (lower case)"""
 
     async def handle_MAIL(
         self, server: SMTP, session: Session, envelope: Envelope, address: str,
@@ -84,6 +92,8 @@ class IntakeHandler:
         if stored.duplicate:
             return "250 2.0.0 already received; not stored twice"
         self.on_stored(stored)
+        if stored.run_id is None:
+            return f"250 2.0.0 decision recorded in thread {stored.thread_id}"
         log.info("task stored: thread %s run %s (%d bytes)", stored.thread_id, stored.run_id, len(raw))
         return f"250 2.0.0 stored as thread {stored.thread_id}"
 
@@ -93,10 +103,27 @@ class IntakeHandler:
             raise SmtpRefusal(550, "5.7.1", f"From: <{parsed.sender}> is not your address")
         if parsed.is_empty:
             raise SmtpRefusal(554, "5.6.0", "empty mail: write the task in the subject or body")
+        if self.composer is not None:
+            decided = await self._decision(raw, parsed, envelope)
+            if decided is not None:
+                return decided
         agent = self._agent_for(envelope.rcpt_tos)
         return await store_task(
             self.store, self.blobs, raw, parsed, agent=agent, domain=self.domain
         )
+
+    async def _decision(self, raw: bytes, parsed: ParsedMail, envelope: Envelope) -> Stored | None:
+        """A reply to an approval request: decided and committed here, or None for a task."""
+        msg = parse_message(raw)
+        action = await routed_action(self.store, msg, envelope.rcpt_tos)
+        if action is None or self.composer is None:
+            return None
+        decided = await record_decision(
+            self.store, self.blobs, raw, parsed, msg, action=action, approvers=self.approvers,
+            composer=self.composer, sender=min(self.agents), domain=self.domain,
+        )
+        log.info("decision on action %d: %s", action.id, "applied" if decided.applied else "no change")
+        return Stored(thread_id=decided.thread_id, run_id=None, duplicate=decided.duplicate)
 
     def is_agent(self, address: str) -> bool:
         return _base_address(address) in self.agents

@@ -13,16 +13,19 @@ import logging
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
+from typing import Any
 
 from pizzamail.errors import RunError
 from pizzamail.providers.types import Message, Provider, Response, ToolCall
 from pizzamail.runner.steps import AgentStep, HeldStep, ModelStep, ToolStep
-from pizzamail.tools import Toolbox, ToolResult
+from pizzamail.tools import Offered, Toolbox, ToolResult
 
 log = logging.getLogger("pizzamail.runner")
 
 #: stores one step under its sequence number; the step counts as done once this returns
 Checkpoint = Callable[[int, AgentStep], Awaitable[None]]
+#: whether a standing rule ("approve always") lets this held call run: (tool, arguments) -> bool
+Standing = Callable[[Offered, dict[str, Any]], Awaitable[bool]]
 
 
 @dataclass(kw_only=True)
@@ -65,6 +68,7 @@ class Transcript:
 async def drive(
     *, provider: Provider, tools: Toolbox, transcript: Transcript, max_steps: int,
     checkpoint: Checkpoint, interruptible: Callable[[], AbstractContextManager[object]] = nullcontext,
+    standing: Standing | None = None,
 ) -> Response | HeldStep:
     """Run until the model answers without tool calls (its Response) or a call is held for approval
     (the HeldStep); raises RunError at ``max_steps`` model calls.
@@ -90,7 +94,7 @@ async def drive(
         if pending:
             reason = _reason(transcript)
             for call in pending:
-                step = await gate(tools, call, reason=reason, interruptible=interruptible)
+                step = await gate(tools, call, reason=reason, interruptible=interruptible, standing=standing)
                 await _record(transcript, checkpoint, step)
                 if isinstance(step, HeldStep):
                     # later calls of the same answer stay pending: they run (or are held) once the
@@ -118,6 +122,7 @@ def _reason(transcript: Transcript) -> str:
 async def gate(
     tools: Toolbox, call: ToolCall, *, reason: str = "",
     interruptible: Callable[[], AbstractContextManager[object]] = nullcontext,
+    standing: Standing | None = None,
 ) -> ToolStep | HeldStep:
     """Apply the tool's policy to one call, and run it if that is allowed.
 
@@ -134,7 +139,9 @@ async def gate(
         return _answer(call, ToolResult(is_error=True, text=(
             f"the user's policy does not allow the tool {call.name!r}; it was not run. Do not call it"
             " again: finish the task without it, or say in your answer what you would need.")))
-    if offered.policy == "ask":
+    if offered.policy == "ask" and not (
+        standing is not None and not offered.never_auto and await standing(offered, dict(call.arguments))
+    ):
         log.info("tool %s held for approval", offered.label)
         return HeldStep(call_id=call.id, name=call.name, source=offered.source,
                         tool=offered.original or call.name, arguments=dict(call.arguments), reason=reason)

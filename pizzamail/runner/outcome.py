@@ -19,7 +19,7 @@ from pizzamail.store.threads import NewMessage, add_message, log_event, set_thre
 
 async def conclude(
     store: Store, blobs: BlobStore, run: Run, mail: Composed, *, sender: str, status: str,
-    error: str | None = None, model: str | None = None,
+    error: str | None = None, model: str | None = None, request_for: int | None = None,
 ) -> bool:
     """Record the run's mail and finish it. False if the run was no longer ours to finish."""
     data = mail.as_bytes()
@@ -35,6 +35,9 @@ async def conclude(
             blob=digest, size=len(data), folder="INBOX", flags="", run_id=run.id,
         ))
         await finish_run(db, run, status=status, error=error, model=model)
+        if request_for is not None:  # a reply to this mail routes back to the action by In-Reply-To
+            await db.execute("UPDATE held_actions SET request_message_id = ? WHERE id = ?",
+                             (mail.message_id, request_for))
         if status == "waiting":  # a held action waits for the user's decision, not a failure
             await set_thread_status(db, run.thread_id, "waiting")
         await log_event(db, f"run.{status}", thread_id=run.thread_id, run_id=run.id,

@@ -10,15 +10,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 from collections.abc import Awaitable, Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from pizzamail.composer import Composed, Composer
+from pizzamail.approvals.ledger import action_for_call, decision_headers, rule_allows
+from pizzamail.approvals.release import Waiting, settle
+from pizzamail.approvals.request import request_mail, sync_action_folder
+from pizzamail.composer import Composed, Composer, MailContext
 from pizzamail.config import Config
 from pizzamail.errors import PizzamailError, ProviderNotConfigured, RunError
 from pizzamail.mailbox import Mailbox
@@ -32,10 +34,10 @@ from pizzamail.runner.steps import AgentStep, HeldStep, step_from_row
 from pizzamail.runner.workspace import attachments, workspace_for
 from pizzamail.secrets import SecretStore
 from pizzamail.store import Store
-from pizzamail.store.actions import NewHeldAction, hold_action
+from pizzamail.store.actions import NewHeldAction, canonical_json, hold_action
 from pizzamail.store.blobs import BlobStore
 from pizzamail.store.runs import Run, add_step, claim_next, release_runs, requeue_interrupted, steps_of
-from pizzamail.tools import RunScope, Toolbox, ToolRegistry
+from pizzamail.tools import Offered, RunScope, Toolbox, ToolRegistry
 
 log = logging.getLogger("pizzamail.runner")
 
@@ -80,6 +82,7 @@ class Runner:
     _busy: dict[int, int] = field(default_factory=dict, init=False)  # run id -> thread id
     _outcomes: dict[int, str] = field(default_factory=dict, init=False)
     _finished: dict[int, asyncio.Event] = field(default_factory=dict, init=False)
+    _action_lock: asyncio.Lock = field(default_factory=asyncio.Lock, init=False)
     _new_provider: Callable[[], Provider] = field(init=False, repr=False)
     _mails: Composer = field(init=False, repr=False)
     _file_mail: Callable[[], Awaitable[object]] = field(init=False, repr=False)
@@ -139,6 +142,10 @@ class Runner:
     @property
     def running(self) -> bool:
         return any(not t.done() for t in self._tasks)
+
+    def forget(self, run_id: int) -> None:
+        """Forget a finished run's outcome: a waiting run resumed by a decision finishes again."""
+        self._outcomes.pop(run_id, None)
 
     async def wait_for(self, run_id: int) -> str:
         """Wait until this runner finished ``run_id``; returns its status. Wrap in a timeout."""
@@ -203,6 +210,10 @@ class Runner:
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(self.poll_interval):
                 await self._kick.wait()
+        try:  # the user may have deleted a request from Action since the last look
+            await self.sync_approvals()
+        except Exception:
+            log.exception("could not reconcile the Action folder")
         if not self._stopping:  # stop()'s kick must stay set for workers still on their way here
             self._kick.clear()
 
@@ -221,16 +232,19 @@ class Runner:
                     hint="see the server log; the limit is `[runner] max_attempts` in config.toml",
                 )
             toolbox = self.tools.bind(scope)
-            outcome = await self._agent(run, ctx, toolbox)
+            transcript = await self._transcript(run, ctx, toolbox)
+            outcome = await self._agent(run, transcript, toolbox)
             notes = unavailable_notes(toolbox)
+            mail_ctx = await self._mail_context(run, ctx)
             if isinstance(outcome, HeldStep):
-                arguments = json.dumps(outcome.arguments, indent=2, ensure_ascii=False)
-                mail = self._mails.waiting(ctx.mail(run), label=outcome.label, reason=outcome.reason,
-                                           arguments=arguments, notes=notes)
-                return await self._finish(run, mail, status="waiting")
+                outcome = await self._waiting_for(run, outcome)
+            if isinstance(outcome, Waiting):
+                mail = request_mail(self._mails, mail_ctx, waiting=outcome, toolbox=toolbox,
+                                    transcript=transcript, bot=self.config.agent.address)
+                return await self._finish(run, mail, status="waiting", request_for=outcome.action.id)
             if not outcome.text.strip():
                 raise RunError(f"the model finished without an answer ({outcome.finish_reason})")
-            reply = self._mails.reply(ctx.mail(run), outcome.text, notes=notes,
+            reply = self._mails.reply(mail_ctx, outcome.text, notes=notes,
                                       files=attachments(scope.workspace))
         except ProviderNotConfigured as exc:
             log.warning("run %d: no model configured: %s", run.id, exc.message)
@@ -251,18 +265,37 @@ class Runner:
     def _workspaces(self) -> Path:
         return self.workspaces or self.blobs.root.parent / "workspaces"
 
-    async def _agent(self, run: Run, ctx: RunContext, toolbox: Toolbox) -> Response | HeldStep:
-        transcript = await self._transcript(run, ctx, toolbox)
+    async def _agent(self, run: Run, transcript: Transcript, toolbox: Toolbox,
+                     ) -> Response | HeldStep | Waiting:
+        waiting = await settle(store=self.store, run_id=run.id, transcript=transcript, toolbox=toolbox,
+                               interruptible=self._interruptible)
+        if waiting is not None:
+            return waiting
         provider = self._new_provider()
         try:
             return await drive(
                 provider=provider, tools=toolbox, transcript=transcript,
                 max_steps=self.config.agent.max_steps,
-                checkpoint=lambda seq, step: self._checkpoint(run, seq, step),
-                interruptible=self._interruptible,
+                checkpoint=lambda seq, step: self._checkpoint(run, seq, step, toolbox),
+                interruptible=self._interruptible, standing=self._standing,
             )
         finally:
             await provider.aclose()
+
+    async def _standing(self, offered: Offered, arguments: dict[str, Any]) -> bool:
+        return await rule_allows(self.store, server=offered.source, tool=offered.original or offered.name,
+                                 arguments=canonical_json(arguments))
+
+    async def _waiting_for(self, run: Run, held: HeldStep) -> Waiting:
+        action = await action_for_call(self.store, run.id, held.call_id)
+        if action is None:
+            raise RunError(f"the held call {held.call_id} has no held action in the store")
+        return Waiting(action=action, why="request")
+
+    async def _mail_context(self, run: Run, ctx: RunContext) -> MailContext:
+        """Threading, plus an ``X-Pizzamail-Decision`` header per decision this run acted on."""
+        decided = await decision_headers(self.store, run.id)
+        return replace(ctx.mail(run), headers=tuple(("X-Pizzamail-Decision", d) for d in decided))
 
     async def _transcript(self, run: Run, ctx: RunContext, toolbox: Toolbox) -> Transcript:
         system = self._mails.system_prompt(subject=ctx.subject, now=self.clock(),
@@ -275,33 +308,50 @@ class Runner:
         next_seq = rows[-1].seq + 1 if rows else 0
         return Transcript(base=base, steps=[step_from_row(r) for r in rows], next_seq=next_seq)
 
-    async def _checkpoint(self, run: Run, seq: int, step: AgentStep) -> None:
+    async def _checkpoint(self, run: Run, seq: int, step: AgentStep, toolbox: Toolbox) -> None:
         async with self.store.write() as db:
             await add_step(db, run.id, seq, step.kind, step.to_data())
             if isinstance(step, HeldStep):  # the step and its held action exist together or not at all
                 await hold_action(db, NewHeldAction(
                     run_id=run.id, thread_id=run.thread_id, call_id=step.call_id, tool=step.name,
                     server=step.source, original=step.tool, arguments=step.arguments, reason=step.reason,
+                    idempotent=_idempotent(toolbox, step.name),
                 ))
 
-    async def _finish(self, run: Run, mail: Composed, *, status: str, error: str | None = None) -> str:
+    async def _finish(self, run: Run, mail: Composed, *, status: str, error: str | None = None,
+                      request_for: int | None = None) -> str:
         done = await conclude(self.store, self.blobs, run, mail, sender=self.config.agent.address,
-                              status=status, error=error, model=self.config.agent.model)
+                              status=status, error=error, model=self.config.agent.model,
+                              request_for=request_for)
         if not done:
             log.warning("run %d was finished elsewhere; its %s mail is dropped", run.id, mail.kind)
             return "lost"
-        log.info("run %d %s (%s mail)", run.id, status, mail.kind)
         await self._file()
+        # logged once the mail is in the Maildir: whoever reads the log may look for it there
+        log.info("run %d %s (%s mail)", run.id, status, mail.kind)
         return status
 
     async def _file(self) -> None:
         try:
             await self._file_mail()
+            await self.sync_approvals()
         except Exception:  # committed mail is filed at the next start; the run is done anyway
             log.exception("could not file new mail into the Maildir")
             return
         if self.on_filed is not None:
             self.on_filed()
+
+    async def sync_approvals(self) -> None:
+        """Keep ``Action`` = the waiting requests; a deleted request is "ignored" (its run resumes)."""
+        async with self._action_lock:
+            if await sync_action_folder(self.store, self.mailbox, self.blobs,
+                                        owner=self.config.account.address):
+                self.wake()
+
+
+def _idempotent(toolbox: Toolbox, name: str) -> bool:
+    offered = toolbox.get(name)
+    return bool(offered and offered.idempotent)
 
 
 def unavailable_notes(toolbox: Toolbox) -> list[str]:

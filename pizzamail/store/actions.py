@@ -41,6 +41,7 @@ class NewHeldAction:
     """the tool's name at its source"""
     arguments: dict[str, Any]
     reason: str
+    idempotent: bool = False
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -59,12 +60,33 @@ class HeldAction:
     status: str
     created_at: str
     decided_at: str | None
+    approved_arguments: str | None = None
+    """canonical JSON of the arguments the user approved (edited ones, or the original)"""
+    note: str = ""
+    """the user's words that go back to the agent (a deny reason, feedback)"""
+    result: str | None = None
+    result_is_error: int = 0
+    idempotent: int = 0
+    request_message_id: str | None = None
+    action_copy: str | None = None
+    """the Maildir name of the request's copy in ``Action`` once it was put there"""
 
     @property
     def parsed_arguments(self) -> dict[str, Any]:
         value = json.loads(self.arguments)
         assert isinstance(value, dict)
         return value
+
+    @property
+    def release_arguments(self) -> dict[str, Any]:
+        """What runs once approved: the user's edited arguments, or the original ones."""
+        value = json.loads(self.approved_arguments or self.arguments)
+        assert isinstance(value, dict)
+        return value
+
+    @property
+    def label(self) -> str:
+        return self.tool if self.server == "builtin" else f"{self.server}: {self.original}"
 
 
 async def hold_action(db: aiosqlite.Connection, action: NewHeldAction) -> bool:
@@ -74,11 +96,11 @@ async def hold_action(db: aiosqlite.Connection, action: NewHeldAction) -> bool:
     """
     cursor = await db.execute(
         "INSERT OR IGNORE INTO held_actions(run_id, thread_id, call_id, tool, server, original,"
-        " arguments, arguments_sha256, nonce, reason, status, created_at)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'held', ?)",
+        " arguments, arguments_sha256, nonce, reason, status, created_at, idempotent)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'held', ?, ?)",
         (action.run_id, action.thread_id, action.call_id, action.tool, action.server, action.original,
          canonical_json(action.arguments), arguments_hash(action.arguments), secrets.token_urlsafe(24),
-         action.reason, now()),
+         action.reason, now(), int(action.idempotent)),
     )
     return cursor.rowcount == 1
 

@@ -153,6 +153,43 @@ MIGRATIONS: list[tuple[str, str]] = [
         );
         """,
     ),
+    (
+        # Approvals: a held action moves held -> approved -> executing -> done/failed (or denied,
+        # feedback, ignored, unknown); each decision is a row of its own (who, what, via which mail),
+        # and "approve always" leaves a standing rule the user can list and revoke.
+        "005_approvals",
+        """
+        ALTER TABLE held_actions ADD COLUMN approved_arguments TEXT;
+        ALTER TABLE held_actions ADD COLUMN note TEXT NOT NULL DEFAULT '';
+        ALTER TABLE held_actions ADD COLUMN result TEXT;
+        ALTER TABLE held_actions ADD COLUMN result_is_error INTEGER NOT NULL DEFAULT 0;
+        ALTER TABLE held_actions ADD COLUMN idempotent INTEGER NOT NULL DEFAULT 0;
+        ALTER TABLE held_actions ADD COLUMN request_message_id TEXT;
+        ALTER TABLE held_actions ADD COLUMN action_copy TEXT;
+        CREATE INDEX held_actions_request ON held_actions(request_message_id);
+        CREATE TABLE decisions(
+            id INTEGER PRIMARY KEY,
+            action_id INTEGER NOT NULL REFERENCES held_actions(id),
+            kind TEXT NOT NULL,
+            by_address TEXT NOT NULL,
+            via TEXT NOT NULL,
+            arguments TEXT,
+            note TEXT NOT NULL DEFAULT '',
+            applied INTEGER NOT NULL,
+            at TEXT NOT NULL
+        );
+        CREATE INDEX decisions_action ON decisions(action_id);
+        CREATE TABLE approval_rules(
+            id INTEGER PRIMARY KEY,
+            server TEXT NOT NULL,
+            tool TEXT NOT NULL,
+            arguments TEXT NOT NULL,
+            action_id INTEGER,
+            created_at TEXT NOT NULL,
+            UNIQUE (server, tool, arguments)
+        )
+        """,
+    ),
 ]
 
 

@@ -59,6 +59,11 @@ class Offered:
     """the tool's name at its source, when that differs from the name the model sees"""
     never_auto: bool = False
     """no rule may make this tool run by itself (sending mail to other people)"""
+    idempotent: bool = False
+    """calling it twice does no more than once (MCP ``idempotent_hint``): a call whose outcome a
+    crash left unknown may be repeated without asking"""
+    annotations: str = ""
+    """what the tool says about itself, for the approval request (``destructive, open-world``)"""
     ruled: bool = False
     """a user rule of the source's own (``[mcp.servers.NAME.policy]``) decided: it beats
     ``[tools.policy]``"""

@@ -313,11 +313,25 @@ class McpHub:
         offered = []
         for d in connection.tools:
             tool = McpTool(connection=connection, definition=d, exposed=exposed_name(connection.name, d.name))
+            hints = d.annotations
             offered.append(Offered(tool=tool, policy=self.policy(connection, d), source=connection.name,
-                                   original=d.name, ruled=True))
+                                   original=d.name, ruled=True,
+                                   idempotent=bool(hints and (hints.idempotent_hint or hints.read_only_hint)),
+                                   annotations=describe_annotations(d)))
         return offered
 
     def policy(self, connection: McpConnection, definition: McpToolDefinition) -> Policy:
         exposed = exposed_name(connection.name, definition.name)
         return effective(from_annotations(definition.annotations),
                          rules=[(connection.settings.policy, definition.name), (self.rules, exposed)])
+
+
+def describe_annotations(definition: McpToolDefinition) -> str:
+    """The tool's own hints in words, for the approval request."""
+    hints = definition.annotations
+    if hints is None:
+        return "no annotations (treated as possibly destructive)"
+    flags = ((hints.read_only_hint, "read-only"), (hints.destructive_hint, "destructive"),
+             (hints.idempotent_hint, "idempotent"), (hints.open_world_hint, "open-world"))
+    said = [word for flag, word in flags if flag]
+    return ", ".join(said) or "no hints set"

@@ -1,0 +1,85 @@
+"""A decision arriving by SMTP: routed to its held action and committed before the 250.
+
+The SMTP handler has already checked AUTH and that the sender may send as this address; here the
+sender must also be an approver. The decision is read only from the body the user wrote in this
+authenticated submission — quoted request text, attachments and tool output never count — and it
+applies only to the action whose nonce (or request Message-ID) the reply carries.
+
+The reply mail, the decision row, the action's transition and the run's re-queueing share one
+transaction; a decision that changes nothing gets a short reply in the same transaction.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from email.message import EmailMessage
+
+import aiosqlite
+
+from pizzamail.approvals.decide import decide, reply_text, route
+from pizzamail.approvals.ledger import STATE_TEXT, Applied, action_by_id, apply_decision, find_action
+from pizzamail.composer import Composer, MailContext
+from pizzamail.errors import SmtpRefusal
+from pizzamail.intake.parse import ParsedMail
+from pizzamail.store import Store
+from pizzamail.store.actions import HeldAction
+from pizzamail.store.blobs import BlobStore
+from pizzamail.store.threads import NewMessage, add_message, log_event, message_exists
+
+
+@dataclass(frozen=True, kw_only=True)
+class Decided:
+    thread_id: int
+    applied: bool
+    duplicate: bool = False
+
+
+async def routed_action(store: Store, msg: EmailMessage, recipients: list[str]) -> HeldAction | None:
+    async with store.write() as db:
+        return await find_action(db, route(msg, recipients))
+
+
+async def record_decision(
+    store: Store, blobs: BlobStore, raw: bytes, parsed: ParsedMail, msg: EmailMessage, *,
+    action: HeldAction, approvers: frozenset[str], composer: Composer, sender: str, domain: str,
+) -> Decided:
+    by = (parsed.sender or "").lower()
+    if by not in approvers:
+        raise SmtpRefusal(550, "5.7.1", f"<{by}> is not an approver; only {', '.join(sorted(approvers))}"
+                          " may decide (config: [approvals] approvers)")
+    message_id = parsed.message_id or f"{uuid.uuid4().hex}@{domain}"
+    decision = decide(reply_text(msg))
+    digest = blobs.put(raw)
+    async with store.write() as db:
+        if await message_exists(db, message_id):  # a client retrying: decided once already
+            return Decided(thread_id=action.thread_id, applied=False, duplicate=True)
+        await add_message(db, action.thread_id, NewMessage(
+            message_id=message_id, in_reply_to=parsed.in_reply_to, refs=parsed.references,
+            direction="in", kind="decision", sender=by, subject=parsed.subject,
+            body=parsed.body, blob=digest, size=len(raw), flags="\\Seen",
+        ))
+        current = await action_by_id(db, action.id)  # re-read inside the transaction
+        applied = await apply_decision(db, current or action, decision, by=by, via=message_id)
+        await log_event(db, "approval.decision", thread_id=action.thread_id, run_id=action.run_id,
+                        action=action.id, decision=decision.kind, applied=applied.applied)
+        if not applied.applied:
+            await _state_reply(db, blobs, composer, applied, parsed, message_id, sender=sender)
+    return Decided(thread_id=action.thread_id, applied=applied.applied)
+
+
+async def _state_reply(db: aiosqlite.Connection, blobs: BlobStore, composer: Composer, applied: Applied,
+                       parsed: ParsedMail, message_id: str, *, sender: str) -> None:
+    action = applied.action
+    text = (f"Nothing changed: {applied.why}.\n\nAction {action.id} ({action.label}) is"
+            f" {STATE_TEXT.get(applied.state, applied.state)}.")
+    ctx = MailContext(thread_id=action.thread_id, run_id=action.run_id, subject=parsed.subject,
+                      in_reply_to=message_id, references=parsed.references)
+    mail = composer.decision_reply(ctx, text)
+    data = mail.as_bytes()
+    digest = blobs.put(data)
+    await add_message(db, action.thread_id, NewMessage(
+        message_id=mail.message_id, in_reply_to=mail.in_reply_to, refs=mail.references, direction="out",
+        kind=mail.kind, sender=sender, subject=mail.subject, body=mail.body, blob=digest, size=len(data),
+        run_id=action.run_id,
+    ))

@@ -1,0 +1,202 @@
+"""The store side of approvals: finding the action a reply names, decisions, transitions, rules.
+
+States of a held action::
+
+    held ──approve/edit──▶ approved ──▶ executing ──▶ done | failed
+      │                        ▲            │
+      ├─deny──▶ denied         │ retry      └─(restart, not idempotent)─▶ unknown ──skip──▶ skipped
+      ├─feedback──▶ feedback   └────────────────────────────────────────────┘
+      └─request deleted──▶ ignored
+
+Every transition is one conditional UPDATE (``WHERE status = <from>``) inside the caller's
+transaction, so two decisions racing for one action cannot both apply: the second sees no row
+changed and is answered with the current state.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import aiosqlite
+
+from pizzamail.approvals.decide import Decision, Route
+from pizzamail.store import Store, now
+from pizzamail.store.actions import HeldAction, canonical_json
+
+#: where a decision may move an action from, and to
+_MOVES: dict[str, tuple[str, str]] = {
+    "approve": ("held", "approved"), "approve_always": ("held", "approved"), "edit": ("held", "approved"),
+    "deny": ("held", "denied"), "feedback": ("held", "feedback"),
+    "retry": ("unknown", "approved"), "skip": ("unknown", "skipped"), "ignore": ("held", "ignored"),
+}
+#: what the user reads about a state in the short "nothing changed" reply
+STATE_TEXT = {
+    "held": "still waiting for your decision", "approved": "approved; it is about to run",
+    "executing": "running now", "done": "approved and done", "failed": "approved; it ran and failed",
+    "denied": "denied", "feedback": "not run: your earlier reply went to the agent as feedback",
+    "ignored": "ignored (the request was deleted)", "unknown": "interrupted; waiting for `retry` or `skip`",
+    "skipped": "skipped after an interruption", "expired": "expired",
+}
+
+
+@dataclass(frozen=True, kw_only=True)
+class Applied:
+    action: HeldAction
+    applied: bool
+    state: str
+    """the action's state after this decision"""
+    why: str = ""
+    """why nothing changed (when not applied)"""
+
+
+async def action_by_id(db: aiosqlite.Connection, action_id: int) -> HeldAction | None:
+    async with db.execute("SELECT * FROM held_actions WHERE id = ?", (action_id,)) as cursor:
+        row = await cursor.fetchone()
+    return HeldAction(**dict(row)) if row else None
+
+
+async def find_action(db: aiosqlite.Connection, found: Route) -> HeldAction | None:
+    """The action a reply names: by nonce, else by the request's Message-ID it answers."""
+    for nonce in found.nonces:
+        async with db.execute("SELECT * FROM held_actions WHERE nonce = ?", (nonce,)) as cursor:
+            row = await cursor.fetchone()
+        if row is not None:
+            return HeldAction(**dict(row))
+    for message_id in found.message_ids:
+        async with db.execute("SELECT * FROM held_actions WHERE request_message_id = ?",
+                              (message_id,)) as cursor:
+            row = await cursor.fetchone()
+        if row is not None:
+            return HeldAction(**dict(row))
+    return None
+
+
+async def apply_decision(db: aiosqlite.Connection, action: HeldAction, decision: Decision, *,
+                         by: str, via: str) -> Applied:
+    """Record the decision and move the action if it is still where the decision applies."""
+    move = _MOVES[decision.kind]
+    why = ""
+    if decision.kind == "edit" and decision.arguments is None:
+        why = decision.error
+    elif action.status != move[0]:
+        why = f"this action is {STATE_TEXT.get(action.status, action.status)}"
+    applied = not why and await _move(db, action, decision, move)
+    if not applied and not why:
+        current = await action_by_id(db, action.id)
+        why = f"this action is {STATE_TEXT.get(current.status if current else '', 'gone')}"
+    edited = canonical_json(decision.arguments) if decision.arguments is not None else None
+    await db.execute(
+        "INSERT INTO decisions(action_id, kind, by_address, via, arguments, note, applied, at)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        (action.id, decision.kind, by, via, edited or action.arguments, decision.note, int(applied), now()),
+    )
+    if applied:
+        await _resume_run(db, action)
+        if decision.kind == "approve_always":
+            await add_rule(db, action)
+    fresh = await action_by_id(db, action.id)
+    assert fresh is not None
+    return Applied(action=fresh, applied=applied, state=fresh.status, why=why)
+
+
+async def _move(db: aiosqlite.Connection, action: HeldAction, decision: Decision,
+                move: tuple[str, str]) -> bool:
+    approved = canonical_json(decision.arguments) if decision.arguments is not None else action.arguments
+    cursor = await db.execute(
+        "UPDATE held_actions SET status = ?, decided_at = ?, note = ?, approved_arguments = ?"
+        " WHERE id = ? AND status = ?",
+        (move[1], now(), decision.note, approved, action.id, move[0]),
+    )
+    return cursor.rowcount == 1
+
+
+async def _resume_run(db: aiosqlite.Connection, action: HeldAction) -> None:
+    """The waiting run goes back to the queue; it resumes from its checkpoints. Its attempts start
+    over: waiting for a person is not a failed attempt."""
+    await db.execute("UPDATE runs SET status = 'queued', attempts = 0 WHERE id = ? AND status = 'waiting'",
+                     (action.run_id,))
+    await db.execute("UPDATE threads SET status = 'queued', updated_at = ? WHERE id = ?",
+                     (now(), action.thread_id))
+
+
+async def transition(db: aiosqlite.Connection, action_id: int, old: str, new: str, *,
+                     result: str | None = None, is_error: bool = False, note: str | None = None) -> bool:
+    cursor = await db.execute(
+        "UPDATE held_actions SET status = ?, result = coalesce(?, result), result_is_error = ?,"
+        " note = coalesce(?, note) WHERE id = ? AND status = ?",
+        (new, result, int(is_error), note, action_id, old),
+    )
+    return cursor.rowcount == 1
+
+
+async def set_request(db: aiosqlite.Connection, action_id: int, message_id: str) -> None:
+    await db.execute("UPDATE held_actions SET request_message_id = ? WHERE id = ?", (message_id, action_id))
+
+
+async def action_for_call(store: Store, run_id: int, call_id: str) -> HeldAction | None:
+    row = await store.fetchone("SELECT * FROM held_actions WHERE run_id = ? AND call_id = ?",
+                               (run_id, call_id))
+    return HeldAction(**dict(row)) if row else None
+
+
+async def pending(store: Store) -> list[HeldAction]:
+    rows = await store.fetchall(
+        "SELECT * FROM held_actions WHERE status IN ('held', 'unknown') ORDER BY id")
+    return [HeldAction(**dict(r)) for r in rows]
+
+
+# -- decisions as headers ----------------------------------------------------------------------
+
+
+async def decision_headers(store: Store, run_id: int) -> list[str]:
+    """``X-Pizzamail-Decision`` values for the applied decisions on this run's actions."""
+    rows = await store.fetchall(
+        "SELECT d.* FROM decisions d JOIN held_actions a ON a.id = d.action_id"
+        " WHERE a.run_id = ? AND d.applied = 1 ORDER BY d.id", (run_id,))
+    return [f"{_PAST.get(r['kind'], r['kind'])}; action={r['action_id']}; by={r['by_address']};"
+            f" via=<{r['via']}>" for r in rows]
+
+
+_PAST = {"approve": "approved", "approve_always": "approved-always", "edit": "approved-with-edits",
+         "deny": "denied", "feedback": "feedback", "retry": "retried", "skip": "skipped",
+         "ignore": "ignored"}
+
+
+# -- standing rules ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True)
+class Rule:
+    id: int
+    server: str
+    tool: str
+    arguments: str
+    """canonical JSON of the arguments this rule approves (an exact match), or ``*`` for any"""
+    action_id: int | None
+    created_at: str
+
+
+async def add_rule(db: aiosqlite.Connection, action: HeldAction) -> None:
+    await db.execute(
+        "INSERT OR IGNORE INTO approval_rules(server, tool, arguments, action_id, created_at)"
+        " VALUES (?, ?, ?, ?, ?)",
+        (action.server, action.original, action.approved_arguments or action.arguments, action.id, now()),
+    )
+
+
+async def rules(store: Store) -> list[Rule]:
+    rows = await store.fetchall("SELECT * FROM approval_rules ORDER BY id")
+    return [Rule(**dict(r)) for r in rows]
+
+
+async def remove_rule(store: Store, rule_id: int) -> bool:
+    async with store.write() as db:
+        cursor = await db.execute("DELETE FROM approval_rules WHERE id = ?", (rule_id,))
+        return cursor.rowcount == 1
+
+
+async def rule_allows(store: Store, *, server: str, tool: str, arguments: str) -> bool:
+    row = await store.fetchone(
+        "SELECT 1 FROM approval_rules WHERE server = ? AND tool = ? AND arguments IN (?, '*')",
+        (server, tool, arguments))
+    return row is not None

@@ -1,0 +1,125 @@
+"""The approval request mail, and the ``Action`` folder as the queue of requests still waiting.
+
+The request goes into the thread (INBOX) like every bot mail; a copy of the same bytes is put into
+``Action`` and taken out once the action is decided. A copy that vanished while the action still
+waits was deleted by the user: that is "ignore" (the agent is told). The pass that notices this,
+:func:`sync_action_folder`, runs after filing and on the runner's idle poll — the Maildir index in
+the store is the truth about what the user's client deleted.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from typing import Any
+
+from pizzamail.approvals.decide import Decision, approval_header
+from pizzamail.approvals.ledger import apply_decision
+from pizzamail.approvals.release import Waiting
+from pizzamail.composer import Composed, Composer, MailContext
+from pizzamail.mailbox import Mailbox
+from pizzamail.runner.loop import Transcript
+from pizzamail.runner.steps import HeldStep, ToolStep
+from pizzamail.store import Store
+from pizzamail.store.actions import HeldAction
+from pizzamail.store.blobs import BlobStore
+from pizzamail.tools import Toolbox
+
+log = logging.getLogger("pizzamail.approvals")
+
+ACTION_FOLDER = "Action"
+_LONGEST_VALUE = 300
+
+
+def reply_address(bot: str, nonce: str) -> str:
+    local, _, domain = bot.partition("@")
+    return f"{local}+{nonce}@{domain}"
+
+
+def request_mail(composer: Composer, ctx: MailContext, *, waiting: Waiting, toolbox: Toolbox,
+                 transcript: Transcript, bot: str) -> Composed:
+    action = waiting.action
+    offered = toolbox.get(action.tool)
+    arguments = action.parsed_arguments
+    evidence = gather_evidence(transcript, action.call_id)
+    view: dict[str, Any] = {
+        "label": action.label, "reason": action.reason, "tool": action.original,
+        "server_text": "pizzamail itself (built-in)" if action.server == "builtin"
+        else f"the MCP server {action.server!r}",
+        "description": offered.tool.spec.description if offered else "(the tool is not available now)",
+        "annotations": (offered.annotations if offered and offered.annotations else
+                        "built-in" if action.server == "builtin" else "no annotations"),
+        "readable": [(k, _readable(v)) for k, v in arguments.items()],
+        "arguments": json.dumps(arguments, indent=2, ensure_ascii=False),
+        "problem": waiting.problem, "unknown": waiting.why == "unknown",
+        "evidence": [name for name, _ in evidence], "action_id": action.id,
+    }
+    headers = [("Reply-To", reply_address(bot, action.nonce)),
+               ("X-Pizzamail-Approval", approval_header(action.id, action.nonce))]
+    return composer.approval(ctx, view=view, headers=headers, evidence=evidence)
+
+
+def gather_evidence(transcript: Transcript, call_id: str) -> list[tuple[str, str]]:
+    """The results of the tool calls that came before the held one in this run."""
+    files: list[tuple[str, str]] = []
+    for step in transcript.steps:
+        if isinstance(step, HeldStep) and step.call_id == call_id:
+            break
+        if isinstance(step, ToolStep) and step.result.text.strip():
+            files.append((f"evidence-{len(files) + 1}-{step.name}.txt", step.result.text))
+    return files
+
+
+def _readable(value: object) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    text = " ".join(text.split())
+    return text if len(text) <= _LONGEST_VALUE else text[:_LONGEST_VALUE] + " …"
+
+
+def copy_name(action: HeldAction) -> str:
+    digest = hashlib.sha256((action.request_message_id or "").encode()).hexdigest()[:12]
+    return f"approval.{action.id}.{digest}.pizzamail"
+
+
+async def sync_action_folder(store: Store, mailbox: Mailbox, blobs: BlobStore, *, owner: str) -> bool:
+    """Make ``Action`` hold exactly the waiting requests; returns True if an action was ignored
+    (its run is queued again)."""
+    folder = await mailbox.folder(ACTION_FOLDER) or await mailbox.create_folder(ACTION_FOLDER)
+    present = {row.name: row.uid for row in await mailbox.messages(folder)}
+    actions = [HeldAction(**dict(r)) for r in await store.fetchall(
+        "SELECT * FROM held_actions WHERE request_message_id IS NOT NULL AND status IN ('held', 'unknown')")]
+    wanted = {copy_name(a) for a in actions}
+    stale = [uid for name, uid in present.items() if name.startswith("approval.") and name not in wanted]
+    if stale:
+        await mailbox.expunge(folder, stale)
+    ignored = False
+    for action in actions:
+        name = copy_name(action)
+        if name in present:
+            continue
+        if action.action_copy == name and action.status == "held":
+            ignored = await _ignore(store, action, owner) or ignored
+            continue
+        await _deliver_copy(store, mailbox, blobs, folder_name=ACTION_FOLDER, action=action, name=name)
+    return ignored
+
+
+async def _ignore(store: Store, action: HeldAction, owner: str) -> bool:
+    log.info("the request for action %d was deleted from Action: ignored", action.id)
+    async with store.write() as db:
+        applied = await apply_decision(db, action, Decision(kind="ignore"), by=owner,
+                                       via=action.request_message_id or "")
+    return applied.applied
+
+
+async def _deliver_copy(store: Store, mailbox: Mailbox, blobs: BlobStore, *, folder_name: str,
+                        action: HeldAction, name: str) -> None:
+    row = await store.fetchone("SELECT blob FROM messages WHERE message_id = ?", (action.request_message_id,))
+    if row is None:
+        return
+    folder = await mailbox.folder(folder_name)
+    assert folder is not None
+    await mailbox.deliver(folder, blobs.get(row["blob"]), base=name)
+    async with store.write() as db:
+        await db.execute("UPDATE held_actions SET action_copy = ? WHERE id = ?", (name, action.id))

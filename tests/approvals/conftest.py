@@ -1,0 +1,121 @@
+"""Approvals in process: the runner over a test store, our real SMTP intake on a free port
+(reached with smtplib), and a held tool that counts its calls."""
+
+from __future__ import annotations
+
+import asyncio
+import smtplib
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from email.message import EmailMessage
+from email.policy import SMTP as SMTP_POLICY
+from email.utils import make_msgid
+from typing import Any
+
+import pytest
+
+from pizzamail.auth import Accounts
+from pizzamail.composer import Composer
+from pizzamail.intake.smtp import IntakeHandler, start_smtp_server
+from pizzamail.intake.tasks import Stored
+from pizzamail.mailbox.filing import Filer
+from pizzamail.providers.types import ToolSpec
+from pizzamail.runner import Runner
+from pizzamail.tools import ToolRegistry, ToolResult
+from tests.runner.conftest import TIMEOUT, Harness, config, harness, secrets  # noqa: F401
+
+OWNER, BOT, PASSWORD = "me@pizzamail.localhost", "bot@pizzamail.localhost", "pw-123"
+OTHER = "other@pizzamail.localhost"
+
+
+@dataclass(kw_only=True)
+class DeleteNote:
+    """Not idempotent, always asks: the side effect the tests count."""
+
+    calls: list[dict[str, Any]] = field(default_factory=list)
+    spec = ToolSpec(name="delete_note", description="Delete a note.", parameters={
+        "type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"],
+        "additionalProperties": False})
+
+    async def call(self, arguments: dict[str, Any]) -> ToolResult:
+        self.calls.append(arguments)
+        return ToolResult(text=f"deleted {arguments['name']}")
+
+
+@dataclass(kw_only=True)
+class Approvals:
+    harness: Harness
+    runner: Runner
+    tool: DeleteNote
+    port: int
+    background: set[asyncio.Task[None]]
+
+    async def filed(self) -> None:
+        """Wait for the filing that intake started after its last 250."""
+        while self.background:
+            await asyncio.gather(*list(self.background))
+
+    def send(self, msg: EmailMessage, *, login: bool = True) -> dict[str, Any]:
+        with smtplib.SMTP("127.0.0.1", self.port, timeout=10) as client:
+            if login:
+                client.login("me", PASSWORD)
+            return client.send_message(msg)  # type: ignore[return-value]
+
+    async def submit(self, msg: EmailMessage, **options: Any) -> None:
+        await asyncio.to_thread(self.send, msg, **options)
+
+    async def finish(self, run_id: int) -> str:
+        return await asyncio.wait_for(self.runner.wait_for(run_id), TIMEOUT)
+
+
+def reply(to: EmailMessage, body: str, *, address: str | None = None, sender: str = OWNER,
+          in_reply_to: bool = True) -> EmailMessage:
+    msg = EmailMessage(policy=SMTP_POLICY)
+    msg["From"], msg["To"] = sender, address or BOT
+    msg["Subject"] = "Re: " + str(to["Subject"])
+    msg["Message-ID"] = make_msgid(domain="client.example")
+    if in_reply_to:
+        msg["In-Reply-To"] = str(to["Message-ID"])
+        msg["References"] = f"{to.get('References', '')} {to['Message-ID']}".strip()
+    msg.set_content(body)
+    return msg
+
+
+@pytest.fixture
+async def approvals(harness: Harness) -> AsyncIterator[Approvals]:  # noqa: F811
+    tool, tools = DeleteNote(), ToolRegistry()
+    tools.add(tool, policy="ask")
+    filer = Filer(mailbox=harness.mailbox, blobs=harness.blobs)
+    runner = harness.runner(tools=tools, filer=filer.run, poll_interval=0.2)
+    composer = Composer(config=harness.config)
+
+    async def file_and_sync() -> None:
+        await filer.run()
+        await runner.sync_approvals()
+
+    background: set[asyncio.Task[None]] = set()
+
+    def stored(_: Stored) -> None:
+        runner.wake()
+        task = asyncio.ensure_future(file_and_sync())
+        background.add(task)
+        task.add_done_callback(background.discard)
+
+    # the owner's account may also send as a second address that is not on the approver list
+    accounts = Accounts(user="me", password=PASSWORD, addresses=frozenset({OWNER, OTHER}))
+    handler = IntakeHandler(
+        store=harness.store, blobs=harness.blobs, accounts=accounts,
+        agents=frozenset({BOT}), domain="pizzamail.localhost", on_stored=stored, composer=composer,
+        approvers=harness.config.approvers,
+    )
+    server = await start_smtp_server(host="127.0.0.1", port=0, handler=handler, max_size=1 << 20)
+    await runner.start()
+    try:
+        approvals = Approvals(harness=harness, runner=runner, tool=tool, background=background,
+                              port=int(server.sockets[0].getsockname()[1]))
+        yield approvals
+        await approvals.filed()
+    finally:
+        await runner.stop()
+        server.close()
+        await server.wait_closed()

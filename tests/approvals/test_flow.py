@@ -1,0 +1,167 @@
+"""Approval requests and decisions by reply, through our SMTP intake and the runner."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import smtplib
+from email.message import EmailMessage
+
+import pytest
+
+from pizzamail.approvals.ledger import pending, rules
+from pizzamail.store.actions import held_actions
+from tests.approvals.conftest import Approvals, reply
+from tests.fakes.openai_server import FakeOpenAI, text, tool_call
+from tests.runner.conftest import bot_mails, plain
+
+
+async def _held(approvals: Approvals, fake_openai: FakeOpenAI, *then: object) -> tuple[int, EmailMessage]:
+    """A task whose model asks to delete note "a"; returns the run and its approval request."""
+    fake_openai.script([tool_call("delete_note", {"name": "a"}), *then])  # type: ignore[list-item]
+    run_id = await approvals.harness.task("Clean up my notes")
+    approvals.runner.wake()
+    assert await approvals.finish(run_id) == "waiting"
+    approvals.runner.forget(run_id)
+    mails = [m for _, m in await bot_mails(approvals.harness.mailbox) if m["X-Pizzamail-Approval"]]
+    return run_id, mails[-1]
+
+
+async def _action_folder(approvals: Approvals) -> int:
+    folder = await approvals.harness.mailbox.folder("Action")
+    return len(await approvals.harness.mailbox.messages(folder)) if folder else 0
+
+
+async def test_the_request_says_what_why_and_how_to_answer(
+    approvals: Approvals, fake_openai: FakeOpenAI
+) -> None:
+    _, request = await _held(approvals, fake_openai)
+    [action] = await pending(approvals.harness.store)
+    assert request["Reply-To"] == f"bot+{action.nonce}@pizzamail.localhost"
+    assert request["X-Pizzamail-Approval"] == f"{action.id}; nonce={action.nonce}"
+    body = plain(request)
+    assert "**delete_note**" in body and '"name": "a"' in body and "approve always" in body
+    assert await _action_folder(approvals) == 1
+    assert approvals.tool.calls == []
+
+
+async def test_approve_runs_the_action_once_and_the_agent_replies(
+    approvals: Approvals, fake_openai: FakeOpenAI
+) -> None:
+    run_id, request = await _held(approvals, fake_openai, text("Deleted note a."))
+    await approvals.submit(reply(request, "approve"))
+    assert await approvals.finish(run_id) == "done"
+    assert approvals.tool.calls == [{"name": "a"}]
+    assert fake_openai.requests[-1].messages[-1]["content"] == "deleted a"
+    final = (await bot_mails(approvals.harness.mailbox))[-1][1]
+    assert "Deleted note a." in plain(final)
+    assert str(final["X-Pizzamail-Decision"]).startswith("approved; action=1; by=me@pizzamail.localhost")
+    [action] = await held_actions(approvals.harness.store)
+    assert action.status == "done"
+    await approvals.runner.sync_approvals()
+    assert await _action_folder(approvals) == 0
+    # the same approval again (a replay) changes nothing and is answered with the state
+    await approvals.submit(reply(request, "approve"))
+    await approvals.filed()
+    assert approvals.tool.calls == [{"name": "a"}]
+    notice = [m for _, m in await bot_mails(approvals.harness.mailbox) if "Nothing changed" in plain(m)]
+    assert notice and "approved and done" in plain(notice[0])
+
+
+async def test_deny_with_a_reason_reaches_the_model(approvals: Approvals, fake_openai: FakeOpenAI) -> None:
+    run_id, request = await _held(approvals, fake_openai, text("OK, I kept it."))
+    await approvals.submit(reply(request, "deny: I still need it"))
+    assert await approvals.finish(run_id) == "done"
+    assert approvals.tool.calls == []
+    told = fake_openai.requests[-1].messages[-1]["content"]
+    assert "denied" in told and "I still need it" in told
+
+
+async def test_free_text_is_feedback_without_running(approvals: Approvals, fake_openai: FakeOpenAI) -> None:
+    run_id, request = await _held(approvals, fake_openai, text("Understood."))
+    await approvals.submit(reply(request, "Delete note b instead, please."))
+    assert await approvals.finish(run_id) == "done"
+    assert approvals.tool.calls == []
+    assert "Delete note b instead" in fake_openai.requests[-1].messages[-1]["content"]
+
+
+async def test_edited_arguments_run_and_invalid_ones_are_explained(
+    approvals: Approvals, fake_openai: FakeOpenAI
+) -> None:
+    run_id, request = await _held(approvals, fake_openai, text("Deleted b."))
+    await approvals.submit(reply(request, 'Use this:\n```json\n{"name": 7}\n```\n'))
+    assert await approvals.finish(run_id) == "waiting"
+    approvals.runner.forget(run_id)
+    explained = [m for _, m in await bot_mails(approvals.harness.mailbox) if m["X-Pizzamail-Approval"]][-1]
+    assert "were not used" in plain(explained) and "not of type 'string'" in plain(explained)
+    assert approvals.tool.calls == []
+    await approvals.submit(reply(explained, '```json\n{"name": "b"}\n```'))
+    assert await approvals.finish(run_id) == "done"
+    assert approvals.tool.calls == [{"name": "b"}]
+
+
+async def test_approve_always_makes_a_rule_and_the_same_call_then_runs(
+    approvals: Approvals, fake_openai: FakeOpenAI
+) -> None:
+    run_id, request = await _held(approvals, fake_openai, text("Done."))
+    await approvals.submit(reply(request, "approve always"))
+    assert await approvals.finish(run_id) == "done"
+    [rule] = await rules(approvals.harness.store)
+    assert (rule.tool, json.loads(rule.arguments)) == ("delete_note", {"name": "a"})
+    fake_openai.script([tool_call("delete_note", {"name": "a"}), text("Done again.")])
+    second = await approvals.harness.task("Again please")
+    approvals.runner.wake()
+    assert await approvals.finish(second) == "done"
+    assert approvals.tool.calls == [{"name": "a"}, {"name": "a"}]
+
+
+async def test_routing_by_plus_address_alone(approvals: Approvals, fake_openai: FakeOpenAI) -> None:
+    run_id, request = await _held(approvals, fake_openai, text("Done."))
+    await approvals.submit(reply(request, "yes", address=str(request["Reply-To"]), in_reply_to=False))
+    assert await approvals.finish(run_id) == "done"
+    assert approvals.tool.calls == [{"name": "a"}]
+
+
+async def test_without_auth_nothing_is_decided(approvals: Approvals, fake_openai: FakeOpenAI) -> None:
+    _, request = await _held(approvals, fake_openai)
+    with pytest.raises(smtplib.SMTPException):
+        await approvals.submit(reply(request, "approve"), login=False)
+    [action] = await held_actions(approvals.harness.store)
+    assert action.status == "held"
+
+
+async def test_two_approvals_racing_run_the_action_once(
+    approvals: Approvals, fake_openai: FakeOpenAI
+) -> None:
+    run_id, request = await _held(approvals, fake_openai, text("Done."))
+    await asyncio.gather(*(approvals.submit(reply(request, "approve")) for _ in range(4)))
+    assert await approvals.finish(run_id) == "done"
+    assert approvals.tool.calls == [{"name": "a"}]
+    decided = await approvals.harness.store.fetchall("SELECT applied FROM decisions")
+    assert sorted(r["applied"] for r in decided) == [0, 0, 0, 1]
+
+
+async def test_deleting_the_request_from_action_tells_the_agent_it_was_ignored(
+    approvals: Approvals, fake_openai: FakeOpenAI
+) -> None:
+    run_id, _ = await _held(approvals, fake_openai, text("Fine, left alone."))
+    mailbox = approvals.harness.mailbox
+    folder = await mailbox.folder("Action")
+    assert folder is not None
+    await mailbox.expunge(folder, [row.uid for row in await mailbox.messages(folder)])
+    await approvals.runner.sync_approvals()
+    assert await approvals.finish(run_id) == "done"
+    assert approvals.tool.calls == []
+    assert "ignored" in fake_openai.requests[-1].messages[-1]["content"]
+
+
+async def test_a_decision_from_a_non_approver_is_refused(
+    approvals: Approvals, fake_openai: FakeOpenAI
+) -> None:
+    _, request = await _held(approvals, fake_openai)
+    assert approvals.harness.config.approvers == frozenset({"me@pizzamail.localhost"})
+    with pytest.raises(smtplib.SMTPDataError) as refused:
+        await approvals.submit(reply(request, "approve", sender="other@pizzamail.localhost"))
+    assert refused.value.smtp_code == 550 and b"not an approver" in refused.value.smtp_error
+    [action] = await held_actions(approvals.harness.store)
+    assert action.status == "held"
