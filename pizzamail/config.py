@@ -49,6 +49,22 @@ def _user(value: str) -> str | None:
     return None if re.fullmatch(r"[A-Za-z0-9._-]{1,64}", value) else "letters, digits, . _ -"
 
 
+_DURATION = re.compile(r"^\s*(\d+)\s*([smhd])\s*$")
+_UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def duration_seconds(value: str) -> int | None:
+    """``30m``, ``2h``, ``1d`` -> seconds; '' (off) -> None. Validated before use (:func:`_duration`)."""
+    found = _DURATION.match(value)
+    return int(found.group(1)) * _UNIT_SECONDS[found.group(2)] if found else None
+
+
+def _duration(value: str) -> str | None:
+    if value == "" or (duration_seconds(value) or 0) > 0:
+        return None
+    return 'a duration such as "30m", "2h" or "1d" (or "" for off)'
+
+
 def setting(default: Any, doc: str, check: Any = None) -> Any:
     """A config field: its default, a one-line description, and an optional validator."""
     if isinstance(default, list | dict):  # a fresh copy per instance, never a shared mutable
@@ -132,6 +148,8 @@ class McpServerSettings:
     headers: dict[str, str] = setting({}, "HTTP headers; values may say ${VAR} or ${secret:NAME}")  # noqa: RUF009
     timeout: float = setting(60.0, "seconds one tool call may take", _positive)
     policy: dict[str, str] = setting({}, "tool name glob -> auto, ask or deny", _policies)  # noqa: RUF009
+    expires: str = setting("", "held calls of this server expire unanswered after this (\"2h\")",
+                           _duration)
 
     @property
     def transport(self) -> str:
@@ -170,6 +188,29 @@ def _addresses(value: list[str]) -> str | None:
 class ApprovalsSettings:
     approvers: list[str] = setting([], "addresses whose replies decide approvals (empty: your own)",  # noqa: RUF009
                                    _addresses)
+    expires: str = setting("", "a held call nobody decided expires after this (\"2h\", \"1d\");"
+                           " empty: never", _duration)
+    remind_after: str = setting("", "one reminder in the thread after this (\"1d\"); empty: none",
+                                _duration)
+
+
+RELAY_SECURITY = ("starttls", "ssl", "none")
+
+
+@dataclass(frozen=True, kw_only=True)
+class RelaySettings:
+    """The outgoing SMTP relay that approved drafts (``draft_email``) are sent through."""
+
+    host: str = setting("", "relay host name, such as smtp.example.com; empty: no relay")
+    port: int = setting(587, "relay port (587 submission, 465 implicit TLS)", _port)
+    security: str = setting("starttls", "starttls, ssl or none (none only for a relay on loopback)",
+                            lambda v: None if v in RELAY_SECURITY else ", ".join(RELAY_SECURITY))
+    user: str = setting("", "login at the relay (its password: `pizzamail keys set relay`); empty: none")
+    timeout: float = setting(30.0, "seconds the relay may take", _positive)
+
+    @property
+    def configured(self) -> bool:
+        return bool(self.host)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -183,6 +224,7 @@ class Config:
     tools: ToolsSettings = field(default_factory=ToolsSettings)
     skills: SkillsSettings = field(default_factory=SkillsSettings)
     approvals: ApprovalsSettings = field(default_factory=ApprovalsSettings)
+    relay: RelaySettings = field(default_factory=RelaySettings)
 
     @property
     def domain(self) -> str:
@@ -192,6 +234,14 @@ class Config:
     def approvers(self) -> frozenset[str]:
         """Who may decide approvals: ``[approvals] approvers``, by default the owner."""
         return frozenset(a.lower() for a in self.approvals.approvers or [self.account.address])
+
+    def expiry(self, server: str) -> str:
+        """How long a held call of ``server`` waits before it expires ('' for ever)."""
+        mcp = self.mcp.servers.get(server)
+        return (mcp.expires if mcp else "") or self.approvals.expires
+
+    def expiry_seconds(self, server: str) -> int | None:
+        return duration_seconds(self.expiry(server))
 
     def provider(self, name: str) -> ProviderSettings | None:
         """Settings for a provider; ``openai`` works without a section."""
@@ -246,7 +296,7 @@ def parse_config(data: dict[str, Any]) -> Config:
     """Build a validated :class:`Config` from parsed TOML."""
     sections = {"server": ServerSettings, "account": AccountSettings, "agent": AgentSettings,
                 "runner": RunnerSettings, "tools": ToolsSettings, "skills": SkillsSettings,
-                "approvals": ApprovalsSettings}
+                "approvals": ApprovalsSettings, "relay": RelaySettings}
     known = (*sections, "providers", "mcp")
     for key in data:
         if key not in known:
@@ -257,6 +307,9 @@ def parse_config(data: dict[str, Any]) -> Config:
     kwargs["providers"] = _providers(data.get("providers", {}))
     kwargs["mcp"] = _mcp(data.get("mcp", {}))
     config = Config(**kwargs)
+    relay = config.relay
+    if relay.security == "none" and relay.host and relay.host not in ("127.0.0.1", "::1", "localhost"):
+        raise ConfigError("relay.security", "none", "starttls or ssl for a relay beyond loopback")
     if config.account.address == config.agent.address:
         raise ConfigError("agent.address", config.agent.address, "an address other than yours")
     return config
@@ -349,6 +402,15 @@ _TOOLS_EXAMPLE = [
     '# "write_file" = "ask"',
     "# [skills]",
     '# paths = ["~/.agents/skills"]   # besides skills/ in this folder',
+    "",
+    "# [approvals]",
+    '# expires = "2h"                 # a held call nobody decided expires (default: never)',
+    '# remind_after = "1d"            # one reminder in the thread',
+    "# [relay]                        # approved drafts (draft_email) are sent through it",
+    '# host = "smtp.example.com"',
+    "# port = 587",
+    '# security = "starttls"          # or "ssl" (port 465), "none" (loopback only)',
+    '# user = "you@example.com"       # password: `pizzamail keys set relay`',
     "",
 ]
 

@@ -3,5 +3,7 @@
 - :mod:`decide`  pure: which action a reply names and what it decides
 - :mod:`ledger`  the store side: decisions, state transitions, standing rules
 - :mod:`release` the runner side: turning a decided action into the tool step the run continues with
-- :mod:`intake`  a decision arriving by SMTP, committed before the 250
+- :mod:`intake`  a decision arriving by SMTP, committed before the 250 (also a sent draft)
+- :mod:`outbox`  ``draft_email``: the real draft in Drafts, and relaying an approved one
+- :mod:`expiry`  optional expiry and one reminder, on the runner's idle poll
 """

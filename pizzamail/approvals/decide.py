@@ -23,7 +23,8 @@ from typing import Any, Literal
 
 from mailparser_reply import EmailReplyParser
 
-Kind = Literal["approve", "approve_always", "deny", "edit", "feedback", "retry", "skip", "ignore"]
+Kind = Literal["approve", "approve_always", "deny", "edit", "feedback", "retry", "skip", "ignore",
+               "send", "expire"]
 
 _APPROVAL_HEADER = re.compile(r"^\s*(\d+)\s*;\s*nonce=([A-Za-z0-9_-]+)\s*$")
 _FENCE = re.compile(r"```[a-zA-Z]*\n(.*?)\n?```", re.DOTALL)
@@ -54,6 +55,10 @@ class Decision:
     """edited arguments (``edit`` only)"""
     error: str = ""
     """why an edited block could not be read (``edit`` with ``arguments`` None)"""
+    outgoing: str | None = None
+    """``send``: the blob of the draft the user sent, as it is to be relayed"""
+    recipients: tuple[str, ...] = ()
+    """``send``: who it was sent to (the envelope, Bcc included)"""
 
 
 def approval_header(action_id: int, nonce: str) -> str:

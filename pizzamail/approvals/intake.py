@@ -17,8 +17,9 @@ from email.message import EmailMessage
 
 import aiosqlite
 
-from pizzamail.approvals.decide import decide, reply_text, route
+from pizzamail.approvals.decide import Decision, decide, parse_approval_header, reply_text, route
 from pizzamail.approvals.ledger import STATE_TEXT, Applied, action_by_id, apply_decision, find_action
+from pizzamail.approvals.outbox import sent_arguments, strip_for_relay
 from pizzamail.composer import Composer, MailContext
 from pizzamail.errors import SmtpRefusal
 from pizzamail.intake.parse import ParsedMail
@@ -40,16 +41,36 @@ async def routed_action(store: Store, msg: EmailMessage, recipients: list[str]) 
         return await find_action(db, route(msg, recipients))
 
 
+async def draft_action(store: Store, msg: EmailMessage) -> HeldAction | None:
+    """The pending ``draft_email`` a sent draft names by its X-Pizzamail-Approval header (id and
+    nonce must both match), or None."""
+    named = parse_approval_header(str(msg.get("X-Pizzamail-Approval", "") or ""))
+    if named is None:
+        return None
+    row = await store.fetchone("SELECT * FROM held_actions WHERE id = ? AND nonce = ?", named)
+    action = HeldAction(**dict(row)) if row else None
+    return action if action is not None and action.is_draft and action.status == "held" else None
+
+
+def send_decision(blobs: BlobStore, raw: bytes, msg: EmailMessage, recipients: list[str]) -> Decision:
+    """Sending the draft: approve with the user's edits, the bytes kept to be relayed as sent."""
+    return Decision(kind="send", arguments=sent_arguments(msg), outgoing=blobs.put(strip_for_relay(raw)),
+                    recipients=tuple(recipients))
+
+
 async def record_decision(
     store: Store, blobs: BlobStore, raw: bytes, parsed: ParsedMail, msg: EmailMessage, *,
     action: HeldAction, approvers: frozenset[str], composer: Composer, sender: str, domain: str,
+    decision: Decision | None = None,
 ) -> Decided:
+    """Record the decision a reply makes (or ``decision``, for a sent draft). A sent draft that
+    no longer applies is refused (550) and nothing is stored: it must never be relayed."""
     by = (parsed.sender or "").lower()
     if by not in approvers:
         raise SmtpRefusal(550, "5.7.1", f"<{by}> is not an approver; only {', '.join(sorted(approvers))}"
                           " may decide (config: [approvals] approvers)")
     message_id = parsed.message_id or f"{uuid.uuid4().hex}@{domain}"
-    decision = decide(reply_text(msg))
+    decision = decision or decide(reply_text(msg))
     digest = blobs.put(raw)
     async with store.write() as db:
         if await message_exists(db, message_id):  # a client retrying: decided once already
@@ -61,6 +82,8 @@ async def record_decision(
         ))
         current = await action_by_id(db, action.id)  # re-read inside the transaction
         applied = await apply_decision(db, current or action, decision, by=by, via=message_id)
+        if decision.kind == "send" and not applied.applied:  # raised inside: all of it rolls back
+            raise SmtpRefusal(550, "5.7.1", f"not sent: {applied.why} (action {action.id})")
         await log_event(db, "approval.decision", thread_id=action.thread_id, run_id=action.run_id,
                         action=action.id, decision=decision.kind, applied=applied.applied)
         if not applied.applied:

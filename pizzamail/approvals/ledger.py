@@ -6,7 +6,11 @@ States of a held action::
       │                        ▲            │
       ├─deny──▶ denied         │ retry      └─(restart, not idempotent)─▶ unknown ──skip──▶ skipped
       ├─feedback──▶ feedback   └────────────────────────────────────────────┘
-      └─request deleted──▶ ignored
+      ├─request deleted──▶ ignored
+      └─nobody decided within [approvals] expires──▶ expired
+
+``send`` is the approval of a ``draft_email`` by sending the (edited) draft from the mail client:
+it moves like ``approve`` and keeps the bytes to relay.
 
 Every transition is one conditional UPDATE (``WHERE status = <from>``) inside the caller's
 transaction, so two decisions racing for one action cannot both apply: the second sees no row
@@ -15,6 +19,7 @@ changed and is answered with the current state.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
 import aiosqlite
@@ -28,7 +33,10 @@ _MOVES: dict[str, tuple[str, str]] = {
     "approve": ("held", "approved"), "approve_always": ("held", "approved"), "edit": ("held", "approved"),
     "deny": ("held", "denied"), "feedback": ("held", "feedback"),
     "retry": ("unknown", "approved"), "skip": ("unknown", "skipped"), "ignore": ("held", "ignored"),
+    "send": ("held", "approved"), "expire": ("held", "expired"),
 }
+#: decisions that set what runs: the arguments (and for a draft, the mail) approved now
+_APPROVALS = frozenset({"approve", "approve_always", "edit", "send"})
 #: what the user reads about a state in the short "nothing changed" reply
 STATE_TEXT = {
     "held": "still waiting for your decision", "approved": "approved; it is about to run",
@@ -101,12 +109,19 @@ async def apply_decision(db: aiosqlite.Connection, action: HeldAction, decision:
 
 async def _move(db: aiosqlite.Connection, action: HeldAction, decision: Decision,
                 move: tuple[str, str]) -> bool:
-    approved = canonical_json(decision.arguments) if decision.arguments is not None else action.arguments
+    if decision.arguments is not None:
+        approved: str | None = canonical_json(decision.arguments)
+    else:  # a retry runs what was approved before (edited arguments, a sent draft)
+        approved = action.approved_arguments if decision.kind == "retry" else action.arguments
     cursor = await db.execute(
         "UPDATE held_actions SET status = ?, decided_at = ?, note = ?, approved_arguments = ?"
         " WHERE id = ? AND status = ?",
         (move[1], now(), decision.note, approved, action.id, move[0]),
     )
+    if cursor.rowcount == 1 and decision.kind in _APPROVALS:  # a plain approve sends the original
+        rcpts = json.dumps(list(decision.recipients)) if decision.outgoing else None
+        await db.execute("UPDATE held_actions SET outgoing_blob = ?, outgoing_rcpts = ? WHERE id = ?",
+                         (decision.outgoing, rcpts, action.id))
     return cursor.rowcount == 1
 
 
@@ -159,7 +174,7 @@ async def decision_headers(store: Store, run_id: int) -> list[str]:
 
 _PAST = {"approve": "approved", "approve_always": "approved-always", "edit": "approved-with-edits",
          "deny": "denied", "feedback": "feedback", "retry": "retried", "skip": "skipped",
-         "ignore": "ignored"}
+         "ignore": "ignored", "send": "approved-edited", "expire": "expired"}
 
 
 # -- standing rules ----------------------------------------------------------------------------

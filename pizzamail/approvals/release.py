@@ -4,6 +4,10 @@ Exactly once: ``approved -> executing`` is committed before the tool is called, 
 result is committed together with ``executing -> done`` and the run's tool step. A run that finds
 its action ``executing`` after a restart does not know whether the call happened: an idempotent
 tool is called again, any other is asked about (``unknown``) and never repeated without a ``retry``.
+
+An approved ``draft_email`` is not a tool call: the :class:`Outbox` sends it through the relay, in
+the same approved -> executing -> done steps (it is not idempotent: an interrupted send is asked
+about). Without a relay it goes back to ``held`` and the run asks again, saying how to set one up.
 """
 
 from __future__ import annotations
@@ -13,11 +17,13 @@ import logging
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Literal
 
 import jsonschema
 
 from pizzamail.approvals.ledger import action_for_call, transition
+from pizzamail.approvals.outbox import NO_RELAY, Outbox
 from pizzamail.errors import RunError
 from pizzamail.runner.loop import Transcript
 from pizzamail.runner.steps import HeldStep, ToolStep
@@ -36,7 +42,8 @@ _NOT_RUN = {
     "ignored": "The user ignored this request (they deleted it); the call was not run. Continue without it.",
     "skipped": ("pizzamail was interrupted during this call, so whether it happened is unknown; the user"
                 " chose not to retry it. Do not call it again."),
-    "expired": "Nobody decided on this call before it expired; it was not run. Continue without it.",
+    "expired": ("Nobody decided on this call before it expired (expired unanswered); it was not run."
+                " Continue without it."),
 }
 
 
@@ -45,26 +52,39 @@ class Waiting:
     """The run must wait again; the mail says why."""
 
     action: HeldAction
-    why: Literal["request", "invalid", "unknown"]
+    why: Literal["request", "invalid", "unknown", "relay"]
     problem: str = ""
 
 
+@dataclass(frozen=True, kw_only=True)
+class Release:
+    """What releasing a decided call needs besides the store."""
+
+    toolbox: Toolbox
+    interruptible: Callable[[], AbstractContextManager[object]]
+    outbox: Outbox | None = None
+    """sends approved drafts; None: no relay"""
+    clock: Callable[[], datetime] = lambda: datetime.now(UTC)
+
+
 async def settle(*, store: Store, run_id: int, transcript: Transcript, toolbox: Toolbox,
-                 interruptible: Callable[[], AbstractContextManager[object]]) -> Waiting | None:
+                 interruptible: Callable[[], AbstractContextManager[object]],
+                 outbox: Outbox | None = None,
+                 clock: Callable[[], datetime] = lambda: datetime.now(UTC)) -> Waiting | None:
     """Resolve every held call of the transcript that has a decision; None when nothing waits."""
+    release = Release(toolbox=toolbox, interruptible=interruptible, outbox=outbox, clock=clock)
     while (held := transcript.waiting_on()) is not None:
         action = await action_for_call(store, run_id, held.call_id)
         if action is None:
             raise RunError(f"the held call {held.call_id} has no held action in the store")
-        waiting = await _settle_one(store, transcript, toolbox, held, action, interruptible)
+        waiting = await _settle_one(store, transcript, release, held, action)
         if waiting is not None:
             return waiting
     return None
 
 
-async def _settle_one(store: Store, transcript: Transcript, toolbox: Toolbox, held: HeldStep,
-                      action: HeldAction, interruptible: Callable[[], AbstractContextManager[object]],
-                      ) -> Waiting | None:
+async def _settle_one(store: Store, transcript: Transcript, release: Release, held: HeldStep,
+                      action: HeldAction) -> Waiting | None:
     status = action.status
     if status in ("held", "unknown"):
         return Waiting(action=action, why="request" if status == "held" else "unknown")
@@ -82,12 +102,12 @@ async def _settle_one(store: Store, transcript: Transcript, toolbox: Toolbox, he
         async with store.write() as db:
             await transition(db, action.id, "executing", "unknown")
         return Waiting(action=action, why="unknown")
-    return await _execute(store, transcript, toolbox, held, action, interruptible)
+    return await _execute(store, transcript, release, held, action)
 
 
-async def _execute(store: Store, transcript: Transcript, toolbox: Toolbox, held: HeldStep,
-                   action: HeldAction, interruptible: Callable[[], AbstractContextManager[object]],
-                   ) -> Waiting | None:
+async def _execute(store: Store, transcript: Transcript, release: Release, held: HeldStep,
+                   action: HeldAction) -> Waiting | None:
+    toolbox = release.toolbox
     offered = toolbox.get(held.name)
     if offered is None:
         result = toolbox.missing(held.name)
@@ -99,13 +119,22 @@ async def _execute(store: Store, transcript: Transcript, toolbox: Toolbox, held:
         async with store.write() as db:
             await transition(db, action.id, action.status, "held", note=problem)
         return Waiting(action=action, why="invalid", problem=problem)
+    if action.is_draft and action.status == "approved":
+        problem = release.outbox.problem() if release.outbox is not None else NO_RELAY
+        if problem:  # nothing is sent; the draft stays a draft and the user is told what to set up
+            async with store.write() as db:
+                await transition(db, action.id, "approved", "held")
+            return Waiting(action=action, why="relay", problem=problem)
     if action.status == "approved":
         async with store.write() as db:  # committed before the call: a crash now leaves "executing"
             if not await transition(db, action.id, "approved", "executing"):
                 raise RunError(f"action {action.id} changed while it was being released")
     log.info("action %d (%s) approved: running it", action.id, action.label)
-    with interruptible():
-        result = await toolbox.call(held.name, arguments)
+    with release.interruptible():
+        if action.is_draft and release.outbox is not None:
+            result = await release.outbox.send(action, arguments, date=release.clock())
+        else:
+            result = await toolbox.call(held.name, arguments)
     if action.approved_arguments and action.approved_arguments != action.arguments:
         shown = json.dumps(arguments, ensure_ascii=False)
         result = ToolResult(is_error=result.is_error,

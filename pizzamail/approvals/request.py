@@ -38,7 +38,7 @@ def reply_address(bot: str, nonce: str) -> str:
 
 
 def request_mail(composer: Composer, ctx: MailContext, *, waiting: Waiting, toolbox: Toolbox,
-                 transcript: Transcript, bot: str) -> Composed:
+                 transcript: Transcript, bot: str, expires: str = "") -> Composed:
     action = waiting.action
     offered = toolbox.get(action.tool)
     arguments = action.parsed_arguments
@@ -52,8 +52,10 @@ def request_mail(composer: Composer, ctx: MailContext, *, waiting: Waiting, tool
                         "built-in" if action.server == "builtin" else "no annotations"),
         "readable": [(k, _readable(v)) for k, v in arguments.items()],
         "arguments": json.dumps(arguments, indent=2, ensure_ascii=False),
-        "problem": waiting.problem, "unknown": waiting.why == "unknown",
+        "problem": waiting.problem if waiting.why == "invalid" else "",
+        "relay": waiting.problem if waiting.why == "relay" else "", "unknown": waiting.why == "unknown",
         "evidence": [name for name, _ in evidence], "action_id": action.id,
+        "draft": action.is_draft, "expires": expires,
     }
     headers = [("Reply-To", reply_address(bot, action.nonce)),
                ("X-Pizzamail-Approval", approval_header(action.id, action.nonce))]

@@ -17,7 +17,7 @@ from typing import Any
 from aiosmtpd.smtp import SMTP, AuthResult, Envelope, LoginPassword, Session
 
 from pizzamail.approvals.decide import parse_message
-from pizzamail.approvals.intake import record_decision, routed_action
+from pizzamail.approvals.intake import draft_action, record_decision, routed_action, send_decision
 from pizzamail.auth import Accounts
 from pizzamail.composer import Composer
 from pizzamail.errors import PizzamailError, SmtpRefusal
@@ -75,11 +75,10 @@ class IntakeHandler:
         self, server: SMTP, session: Session, envelope: Envelope, address: str,
         rcpt_options: list[str],
     ) -> str:
-        if not self.is_agent(address):
-            agents = ", ".join(sorted(self.agents))
-            return SmtpRefusal(
-                550, "5.1.1", f"<{address}> is not an agent here; write to {agents}"
-            ).smtp_reply()
+        if not self.is_agent(address) and not self._may_send_draft(envelope):
+            return self._not_an_agent(address).smtp_reply()
+        # another address from an approver: accepted for now, and in DATA only as the send of a
+        # pending draft (RCPT comes before the message that says which draft it is)
         envelope.rcpt_tos.append(address)
         return "250 2.1.5 OK"
 
@@ -103,6 +102,9 @@ class IntakeHandler:
             raise SmtpRefusal(550, "5.7.1", f"From: <{parsed.sender}> is not your address")
         if parsed.is_empty:
             raise SmtpRefusal(554, "5.6.0", "empty mail: write the task in the subject or body")
+        outsiders = [r for r in envelope.rcpt_tos if not self.is_agent(r)]
+        if outsiders:
+            return await self._draft_sent(raw, parsed, outsiders)
         if self.composer is not None:
             decided = await self._decision(raw, parsed, envelope)
             if decided is not None:
@@ -124,6 +126,30 @@ class IntakeHandler:
         )
         log.info("decision on action %d: %s", action.id, "applied" if decided.applied else "no change")
         return Stored(thread_id=decided.thread_id, run_id=None, duplicate=decided.duplicate)
+
+    async def _draft_sent(self, raw: bytes, parsed: ParsedMail, outsiders: list[str]) -> Stored:
+        """Mail to someone else is taken only as the approval of a pending draft: recorded as
+        ``send`` (the release relays it), never stored or relayed otherwise."""
+        msg = parse_message(raw)
+        action = await draft_action(self.store, msg)
+        if action is None or self.composer is None:
+            raise self._not_an_agent(outsiders[0], draft=True)
+        decided = await record_decision(
+            self.store, self.blobs, raw, parsed, msg, action=action, approvers=self.approvers,
+            composer=self.composer, sender=min(self.agents), domain=self.domain,
+            decision=send_decision(self.blobs, raw, msg, outsiders),
+        )
+        log.info("draft of action %d sent by the user: approved with their edits", action.id)
+        return Stored(thread_id=decided.thread_id, run_id=None, duplicate=decided.duplicate)
+
+    def _may_send_draft(self, envelope: Envelope) -> bool:
+        return self.composer is not None and (envelope.mail_from or "").lower() in self.approvers
+
+    def _not_an_agent(self, address: str, *, draft: bool = False) -> SmtpRefusal:
+        agents = ", ".join(sorted(self.agents))
+        why = (" (pizzamail sends mail to others only as a pending draft_email draft, sent from"
+               " Drafts)") if draft else ""
+        return SmtpRefusal(550, "5.1.1", f"<{address}> is not an agent here{why}; write to {agents}")
 
     def is_agent(self, address: str) -> bool:
         return _base_address(address) in self.agents

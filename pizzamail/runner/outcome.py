@@ -10,18 +10,22 @@ comes after the commit; what a crash leaves unfiled is filed at the next start.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from pizzamail.composer import Composed
 from pizzamail.store import Store
 from pizzamail.store.blobs import BlobStore
 from pizzamail.store.runs import Run, finish_run
-from pizzamail.store.threads import NewMessage, add_message, log_event, set_thread_status
+from pizzamail.store.threads import NewMessage, add_message, log_event, message_exists, set_thread_status
 
 
 async def conclude(
     store: Store, blobs: BlobStore, run: Run, mail: Composed, *, sender: str, status: str,
     error: str | None = None, model: str | None = None, request_for: int | None = None,
+    extra: Sequence[NewMessage] = (),
 ) -> bool:
-    """Record the run's mail and finish it. False if the run was no longer ours to finish."""
+    """Record the run's mail and finish it. False if the run was no longer ours to finish.
+    ``extra`` messages (a held draft for ``Drafts``) are recorded with it, once each."""
     data = mail.as_bytes()
     digest = blobs.put(data)  # before the row that names it, so a committed row has its blob
     async with store.write() as db:
@@ -34,6 +38,9 @@ async def conclude(
             direction="out", kind=mail.kind, sender=sender, subject=mail.subject, body=mail.body,
             blob=digest, size=len(data), folder="INBOX", flags="", run_id=run.id,
         ))
+        for message in extra:
+            if not await message_exists(db, message.message_id):
+                await add_message(db, run.thread_id, message)
         await finish_run(db, run, status=status, error=error, model=model)
         if request_for is not None:  # a reply to this mail routes back to the action by In-Reply-To
             await db.execute("UPDATE held_actions SET request_message_id = ? WHERE id = ?",

@@ -17,7 +17,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from pizzamail.approvals.expiry import expire_and_remind
 from pizzamail.approvals.ledger import action_for_call, decision_headers, rule_allows
+from pizzamail.approvals.outbox import DRAFTS_FOLDER, Outbox, draft_id, draft_message
 from pizzamail.approvals.release import Waiting, settle
 from pizzamail.approvals.request import request_mail, sync_action_folder
 from pizzamail.composer import Composed, Composer, MailContext
@@ -34,9 +36,10 @@ from pizzamail.runner.steps import AgentStep, HeldStep, step_from_row
 from pizzamail.runner.workspace import attachments, workspace_for
 from pizzamail.secrets import SecretStore
 from pizzamail.store import Store
-from pizzamail.store.actions import NewHeldAction, canonical_json, hold_action
+from pizzamail.store.actions import HeldAction, NewHeldAction, canonical_json, hold_action
 from pizzamail.store.blobs import BlobStore
 from pizzamail.store.runs import Run, add_step, claim_next, release_runs, requeue_interrupted, steps_of
+from pizzamail.store.threads import NewMessage
 from pizzamail.tools import Offered, RunScope, Toolbox, ToolRegistry
 
 log = logging.getLogger("pizzamail.runner")
@@ -74,6 +77,9 @@ class Runner:
     on_filed: Callable[[], None] | None = None
     """called after a run's mail is filed into the Maildir (IMAP is already notified by then)"""
     clock: Callable[[], datetime] = _utcnow
+    """now: the system prompt's date, expiry and reminders"""
+    outbox: Outbox | None = None
+    """sends approved drafts; default: one over ``[relay]`` (password: the keyring entry ``relay``)"""
     _tasks: list[asyncio.Task[None]] = field(default_factory=list, init=False)
     _stopping: bool = field(default=False, init=False)
     _cancellable: set[asyncio.Task[Any]] = field(default_factory=set, init=False)
@@ -97,6 +103,11 @@ class Runner:
             raise TypeError("Runner needs a provider_factory or a SecretStore (secrets=...)")
         self._mails = self.composer or Composer(config=self.config)
         self._file_mail = self.filer or Filer(mailbox=self.mailbox, blobs=self.blobs).run
+        if self.outbox is None:
+            keys = self.secrets
+            self.outbox = Outbox(settings=self.config.relay, sender=self.config.account.address,
+                                 domain=self.config.domain, blobs=self.blobs,
+                                 password=lambda: keys.get("relay") if keys is not None else None)
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -240,8 +251,10 @@ class Runner:
                 outcome = await self._waiting_for(run, outcome)
             if isinstance(outcome, Waiting):
                 mail = request_mail(self._mails, mail_ctx, waiting=outcome, toolbox=toolbox,
-                                    transcript=transcript, bot=self.config.agent.address)
-                return await self._finish(run, mail, status="waiting", request_for=outcome.action.id)
+                                    transcript=transcript, bot=self.config.agent.address,
+                                    expires=self.config.expiry(outcome.action.server))
+                return await self._finish(run, mail, status="waiting", request_for=outcome.action.id,
+                                          extra=self._draft(outcome.action))
             if not outcome.text.strip():
                 raise RunError(f"the model finished without an answer ({outcome.finish_reason})")
             reply = self._mails.reply(mail_ctx, outcome.text, notes=notes,
@@ -268,7 +281,7 @@ class Runner:
     async def _agent(self, run: Run, transcript: Transcript, toolbox: Toolbox,
                      ) -> Response | HeldStep | Waiting:
         waiting = await settle(store=self.store, run_id=run.id, transcript=transcript, toolbox=toolbox,
-                               interruptible=self._interruptible)
+                               interruptible=self._interruptible, outbox=self.outbox, clock=self.clock)
         if waiting is not None:
             return waiting
         provider = self._new_provider()
@@ -318,11 +331,25 @@ class Runner:
                     idempotent=_idempotent(toolbox, step.name),
                 ))
 
+    def _draft(self, action: HeldAction) -> tuple[NewMessage, ...]:
+        """A held ``draft_email`` is also a real draft in ``Drafts`` (filed once per action)."""
+        if not action.is_draft:
+            return ()
+        owner = self.config.account.address
+        msg = draft_message(action, action.release_arguments, owner=owner, domain=self.config.domain,
+                            date=self.clock(), routed=True)
+        data = msg.as_bytes()
+        return (NewMessage(
+            message_id=draft_id(action, self.config.domain), in_reply_to=None, refs=[], direction="out",
+            kind="draft", sender=owner, subject=str(msg["Subject"]), body=str(msg.get_content()),
+            blob=self.blobs.put(data), size=len(data), folder=DRAFTS_FOLDER, flags="\\Draft",
+            run_id=action.run_id),)
+
     async def _finish(self, run: Run, mail: Composed, *, status: str, error: str | None = None,
-                      request_for: int | None = None) -> str:
+                      request_for: int | None = None, extra: tuple[NewMessage, ...] = ()) -> str:
         done = await conclude(self.store, self.blobs, run, mail, sender=self.config.agent.address,
                               status=status, error=error, model=self.config.agent.model,
-                              request_for=request_for)
+                              request_for=request_for, extra=extra)
         if not done:
             log.warning("run %d was finished elsewhere; its %s mail is dropped", run.id, mail.kind)
             return "lost"
@@ -342,10 +369,15 @@ class Runner:
             self.on_filed()
 
     async def sync_approvals(self) -> None:
-        """Keep ``Action`` = the waiting requests; a deleted request is "ignored" (its run resumes)."""
+        """Keep ``Action`` = the waiting requests; a deleted request is "ignored" (its run resumes).
+        Requests past ``[approvals] expires`` expire, those past ``remind_after`` get a reminder."""
         async with self._action_lock:
+            expired, reminded = await expire_and_remind(self.store, self.blobs, self._mails, self.config,
+                                                        now=self.clock())
+            if reminded:
+                await self._file_mail()
             if await sync_action_folder(self.store, self.mailbox, self.blobs,
-                                        owner=self.config.account.address):
+                                        owner=self.config.account.address) or expired:
                 self.wake()
 
 

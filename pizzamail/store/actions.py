@@ -70,6 +70,11 @@ class HeldAction:
     request_message_id: str | None = None
     action_copy: str | None = None
     """the Maildir name of the request's copy in ``Action`` once it was put there"""
+    outgoing_blob: str | None = None
+    """``draft_email`` approved by sending the edited draft: the blob of the bytes to relay"""
+    outgoing_rcpts: str | None = None
+    """and the envelope recipients it was sent to (a JSON list)"""
+    reminded_at: str | None = None
 
     @property
     def parsed_arguments(self) -> dict[str, Any]:
@@ -83,6 +88,11 @@ class HeldAction:
         value = json.loads(self.approved_arguments or self.arguments)
         assert isinstance(value, dict)
         return value
+
+    @property
+    def is_draft(self) -> bool:
+        """Mail to someone else: sent through the outgoing relay once approved."""
+        return self.server == "builtin" and self.tool == "draft_email"
 
     @property
     def label(self) -> str:

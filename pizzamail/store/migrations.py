@@ -190,6 +190,16 @@ MIGRATIONS: list[tuple[str, str]] = [
         )
         """,
     ),
+    (
+        # A draft_email approved by sending the edited draft: the bytes to relay (Bcc and routing
+        # header removed) and the envelope recipients. reminded_at: the one reminder was sent.
+        "006_approval_drafts_and_reminders",
+        """
+        ALTER TABLE held_actions ADD COLUMN outgoing_blob TEXT;
+        ALTER TABLE held_actions ADD COLUMN outgoing_rcpts TEXT;
+        ALTER TABLE held_actions ADD COLUMN reminded_at TEXT
+        """,
+    ),
 ]
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import smtplib
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from email.message import EmailMessage
 from email.policy import SMTP as SMTP_POLICY
@@ -22,6 +23,7 @@ from pizzamail.mailbox.filing import Filer
 from pizzamail.providers.types import ToolSpec
 from pizzamail.runner import Runner
 from pizzamail.tools import ToolRegistry, ToolResult
+from pizzamail.tools.builtins import DraftEmail
 from tests.runner.conftest import TIMEOUT, Harness, config, harness, secrets  # noqa: F401
 
 OWNER, BOT, PASSWORD = "me@pizzamail.localhost", "bot@pizzamail.localhost", "pw-123"
@@ -83,10 +85,18 @@ def reply(to: EmailMessage, body: str, *, address: str | None = None, sender: st
 
 @pytest.fixture
 async def approvals(harness: Harness) -> AsyncIterator[Approvals]:  # noqa: F811
+    async with open_approvals(harness) as opened:
+        yield opened
+
+
+@asynccontextmanager
+async def open_approvals(harness: Harness, **runner_options: Any) -> AsyncIterator[Approvals]:  # noqa: F811
+    """The runner and our SMTP intake over ``harness`` (its config decides relay, expiry …)."""
     tool, tools = DeleteNote(), ToolRegistry()
     tools.add(tool, policy="ask")
+    tools.add(DraftEmail(), policy="ask")
     filer = Filer(mailbox=harness.mailbox, blobs=harness.blobs)
-    runner = harness.runner(tools=tools, filer=filer.run, poll_interval=0.2)
+    runner = harness.runner(tools=tools, filer=filer.run, poll_interval=0.2, **runner_options)
     composer = Composer(config=harness.config)
 
     async def file_and_sync() -> None:
