@@ -110,7 +110,12 @@ class AgentSettings:
     address: str = setting("bot@pizzamail.localhost", "the agent's address", _address)
     name: str = setting("pizzamail", "display name on the agent's mail")
     model: str = setting("openai:gpt-4.1-mini", "provider:model used for runs", _model)
-    max_steps: int = setting(20, "most model calls in one run", _positive)
+    max_steps: int = setting(20, "most model calls in one run (then one tool-free summary call)", _positive)
+    max_tool_calls: int = setting(50, "most tool calls in one run", _positive)
+    max_tokens: int = setting(200_000, "most tokens (input + output, all calls) in one run", _positive)
+    max_seconds: int = setting(1800, "most wall-clock seconds one run works before it summarises", _positive)
+    offline_model: bool = setting(
+        True, "answer with the embedded offline model (pizzamail[local]) when no provider has a key")
     history_messages: int = setting(40, "most earlier thread messages shown to the model", _positive)
 
 
@@ -122,7 +127,7 @@ class RunnerSettings:
 
 @dataclass(frozen=True, kw_only=True)
 class ProviderSettings:
-    kind: str = setting("openai", "wire format: openai (any OpenAI-compatible endpoint)")
+    kind: str = setting("openai", "wire format: openai (any OpenAI-compatible endpoint) or local")
     base_url: str = setting("https://api.openai.com/v1", "endpoint base URL")
     key: str = setting("", "keyring entry holding the API key (default: the provider's name)")
     key_env: str = setting("", "environment variable with the key (openai: OPENAI_API_KEY)")
@@ -131,7 +136,12 @@ class ProviderSettings:
     max_retries: int = setting(4, "retries on 429/5xx and network errors")
 
 
-PROVIDER_KINDS = ("openai",)
+PROVIDER_KINDS = ("openai", "local")
+#: the sections that work without being written in config.toml, with their defaults
+BUILTIN_PROVIDERS: dict[str, dict[str, Any]] = {
+    "openai": {"key_env": "OPENAI_API_KEY"},
+    "local": {"kind": "local", "base_url": "", "key_required": False},
+}
 
 
 # RUF009 below: setting() turns a list/dict default into a default_factory, so no instance shares one.
@@ -244,11 +254,11 @@ class Config:
         return duration_seconds(self.expiry(server))
 
     def provider(self, name: str) -> ProviderSettings | None:
-        """Settings for a provider; ``openai`` works without a section."""
+        """Settings for a provider; ``openai`` and ``local`` work without a section."""
         if name in self.providers:
             return self.providers[name]
-        if name == "openai":
-            return ProviderSettings(key_env="OPENAI_API_KEY")
+        if name in BUILTIN_PROVIDERS:
+            return ProviderSettings(**BUILTIN_PROVIDERS[name])
         return None
 
 
@@ -320,7 +330,9 @@ def _providers(data: object) -> dict[str, ProviderSettings]:
         raise ConfigError("providers", data, "a table of [providers.NAME] sections")
     result = {}
     for name, table in data.items():
-        defaults = {"key_env": "OPENAI_API_KEY"} if name == "openai" else {}
+        # a written [providers.local] is the user's own (e.g. an OpenAI-compatible server on this
+        # machine): only the embedded model's implicit section has kind "local"
+        defaults: dict[str, Any] = dict(BUILTIN_PROVIDERS.get(name, {})) if name != "local" else {}
         settings = _section(ProviderSettings, {**defaults, **table}, f"providers.{name}")
         if settings.kind not in PROVIDER_KINDS:
             raise ConfigError(f"providers.{name}.kind", settings.kind, ", ".join(PROVIDER_KINDS))

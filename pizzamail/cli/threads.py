@@ -13,6 +13,7 @@ from pizzamail.intake.tasks import Stored, submit_text
 from pizzamail.store import Store
 from pizzamail.store.blobs import BlobStore
 from pizzamail.store.threads import Thread, list_threads
+from pizzamail.store.usage import Usage, thread_usage
 
 
 @click.command()
@@ -43,9 +44,10 @@ async def _submit(app: App, text: str) -> Stored:
 @click.pass_obj
 def threads(app: App, as_json: bool) -> None:
     """List threads, newest first, with their status."""
-    found = asyncio.run(_threads(app)) if app.home.database.exists() else []
+    found, usage = asyncio.run(_threads(app)) if app.home.database.exists() else ([], {})
     if as_json:
-        click.echo(json.dumps([asdict(t) for t in found], indent=2))
+        click.echo(json.dumps([{**asdict(t), "usage": asdict(usage.get(t.id, Usage()))} for t in found],
+                              indent=2))
         return
     if not found:
         click.echo("no threads yet: write to " + app.config.agent.address)
@@ -55,6 +57,6 @@ def threads(app: App, as_json: bool) -> None:
         click.echo(f"{t.id:>4}  {t.status:<8} {t.messages:>4}  {t.updated_at:<20} {t.subject}")
 
 
-async def _threads(app: App) -> list[Thread]:
+async def _threads(app: App) -> tuple[list[Thread], dict[int, Usage]]:
     async with Store(path=app.home.database) as store:
-        return await list_threads(store)
+        return await list_threads(store), await thread_usage(store)

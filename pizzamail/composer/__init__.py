@@ -109,13 +109,14 @@ class Composer:
                            skills=skills, unavailable=unavailable).strip()
 
     def reply(self, ctx: MailContext, markdown: str, *, notes: Sequence[str] = (),
-              files: Sequence[Path] = ()) -> Composed:
+              files: Sequence[Path] = (), footer: str = "") -> Composed:
         """The agent's answer; ``markdown`` is the model's final text. ``notes`` are our short
-        notices under it (an MCP server that was down); ``files`` travel as attachments."""
+        notices under it (an MCP server that was down, a limit that stopped the run, the offline
+        model); ``files`` travel as attachments; ``footer`` (the run's usage) goes in the signature."""
         body = markdown.strip()
         if notes:
             body += "\n\n" + self.render("notes.md.j2", notes=notes).strip()
-        return self._compose("reply", ctx, body, files=files)
+        return self._compose("reply", ctx, body, files=files, footer=footer)
 
     def progress(self, ctx: MailContext, markdown: str, *, message_id: str) -> Composed:
         """A progress note during a run; ``message_id`` is fixed by the caller so a resumed run
@@ -149,10 +150,11 @@ class Composer:
         return self._compose("notice", ctx, text.strip())
 
     def _compose(self, kind: str, ctx: MailContext, body: str, *, files: Sequence[Path] = (),
-                 message_id: str | None = None, texts: Sequence[tuple[str, str]] = ()) -> Composed:
+                 message_id: str | None = None, texts: Sequence[tuple[str, str]] = (),
+                 footer: str = "") -> Composed:
         subject = reply_subject(ctx.subject)
         refs = reference_chain(ctx)
-        names = self._names(ctx)
+        names = {**self._names(ctx), "footer": footer}
         text = self.render("mail.txt.j2", body=body, **names)
         html = self.render("mail.html.j2", body_html=Markup(markdown_html(body)), subject=subject,
                            **names)

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from pizzamail.config import Config, ProviderSettings
 from pizzamail.errors import ProviderNotConfigured, SecretMissing
+from pizzamail.providers import local
 from pizzamail.providers.openai import OpenAIProvider, Sleep
 from pizzamail.providers.types import Provider
 from pizzamail.secrets import SecretStore
@@ -52,7 +53,25 @@ def _openai(args: ProviderArgs) -> Provider:
     )
 
 
+def _local(args: ProviderArgs) -> Provider:
+    return local.LocalProvider(name=args.name, model=args.model or local.MODEL_NAME)
+
+
 register_kind("openai", _openai)
+register_kind("local", _local)
+
+
+def select_provider(config: Config, secrets: SecretStore, *, sleep: Sleep = asyncio.sleep,
+                    offline: Callable[[], bool] = local.available) -> Provider:
+    """:func:`provider_for`, except that when it is not configured (no key, unknown name) and the
+    embedded model is installed (and ``[agent] offline_model`` allows it), the embedded model answers,
+    with a notice under each reply saying how to set up the configured provider."""
+    try:
+        return provider_for(config, secrets, sleep=sleep)
+    except ProviderNotConfigured as exc:
+        if not (config.agent.offline_model and offline()):
+            raise
+        return local.LocalProvider(notice=local.offline_notice(exc.hint or exc.message))
 
 
 def provider_for(config: Config, secrets: SecretStore, *, sleep: Sleep = asyncio.sleep) -> Provider:

@@ -12,11 +12,11 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from pizzamail.errors import RunError
 from pizzamail.providers.types import Message, Provider, Response, ToolCall
+from pizzamail.runner.limits import LIMIT_PREFIX, Limits, not_run_text, summary_request
 from pizzamail.runner.steps import AgentStep, HeldStep, ModelStep, ToolStep
 from pizzamail.tools import Offered, Toolbox, ToolResult
 
@@ -68,14 +68,17 @@ class Transcript:
 async def drive(
     *, provider: Provider, tools: Toolbox, transcript: Transcript, max_steps: int,
     checkpoint: Checkpoint, interruptible: Callable[[], AbstractContextManager[object]] = nullcontext,
-    standing: Standing | None = None,
+    standing: Standing | None = None, limits: Limits | None = None,
 ) -> Response | HeldStep:
     """Run until the model answers without tool calls (its Response) or a call is held for approval
-    (the HeldStep); raises RunError at ``max_steps`` model calls.
+    (the HeldStep).
 
+    When a limit is reached (``limits``, by default ``max_steps`` model calls only) the model gets a
+    last call without tools to sum up; that answer's ``finish_reason`` is ``limit:<name>``.
     Model and tool calls happen inside ``interruptible()``: the only places a stopping runner may
     cancel the loop (never in the middle of a checkpoint write).
     """
+    limits = limits or Limits(max_model_calls=max_steps)
     specs = tools.specs() if provider.supports_tools else []
     while True:
         held = transcript.waiting_on()
@@ -84,28 +87,48 @@ async def drive(
         final = transcript.final_answer()
         if final is not None:
             return final
-        if transcript.model_calls() >= max_steps:
-            # the last answer still asked for tools: its calls are not run, as nobody would read them
-            raise RunError(
-                f"stopped after {max_steps} model calls without a final answer (the step limit)",
-                hint="raise `[agent] max_steps` in config.toml, or split the task into smaller ones",
-            )
         pending = transcript.pending_calls()
-        if pending:
+        stop = limits.reached(transcript.steps)
+        if pending and stop is None:
             reason = _reason(transcript)
             for call in pending:
-                step = await gate(tools, call, reason=reason, interruptible=interruptible, standing=standing)
+                step: ToolStep | HeldStep
+                if limits.tool_calls_left(transcript.steps) <= 0:
+                    step = _answer(call, ToolResult(text=not_run_text(limits), is_error=True))
+                else:
+                    step = await gate(tools, call, reason=reason, interruptible=interruptible,
+                                      standing=standing)
                 await _record(transcript, checkpoint, step)
                 if isinstance(step, HeldStep):
                     # later calls of the same answer stay pending: they run (or are held) once the
                     # decision is in, in the order the model asked for them
                     return step
             continue
+        if stop is not None:
+            return await _summarise(provider, transcript, checkpoint, stop, limits, interruptible)
         with interruptible():
             response = await provider.complete(transcript.messages(), specs)
         log.debug("model answered: %d tool calls, finish_reason %s", len(response.tool_calls),
                   response.finish_reason)
         await _record(transcript, checkpoint, ModelStep(response=response))
+
+
+async def _summarise(
+    provider: Provider, transcript: Transcript, checkpoint: Checkpoint, stop: str, limits: Limits,
+    interruptible: Callable[[], AbstractContextManager[object]],
+) -> Response:
+    """The last, tool-free call after a limit: calls still pending are answered "not run" first."""
+    for call in transcript.pending_calls():
+        await _record(transcript, checkpoint, _answer(call, ToolResult(
+            text=f"not run: the run reached a limit ({stop})", is_error=True)))
+    log.info("run limit %s reached: asking for a summary", stop)
+    with interruptible():
+        response = await provider.complete([*transcript.messages(), summary_request(stop, limits)], [])
+    # tool calls in a tool-free answer cannot run: the text is all we keep
+    text = response.text.strip() or "(The model gave no summary of its work before the limit.)"
+    response = replace(response, text=text, tool_calls=[], finish_reason=LIMIT_PREFIX + stop)
+    await _record(transcript, checkpoint, ModelStep(response=response))
+    return response
 
 
 async def _record(transcript: Transcript, checkpoint: Checkpoint, step: AgentStep) -> None:

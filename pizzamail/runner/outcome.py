@@ -17,6 +17,7 @@ from pizzamail.store import Store
 from pizzamail.store.blobs import BlobStore
 from pizzamail.store.runs import Run, finish_run
 from pizzamail.store.threads import NewMessage, add_message, log_event, message_exists, set_thread_status
+from pizzamail.store.usage import record_run_usage
 
 
 async def conclude(
@@ -42,6 +43,7 @@ async def conclude(
             if not await message_exists(db, message.message_id):
                 await add_message(db, run.thread_id, message)
         await finish_run(db, run, status=status, error=error, model=model)
+        await record_run_usage(db, run.id)
         if request_for is not None:  # a reply to this mail routes back to the action by In-Reply-To
             await db.execute("UPDATE held_actions SET request_message_id = ? WHERE id = ?",
                              (mail.message_id, request_for))

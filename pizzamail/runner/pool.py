@@ -27,9 +27,10 @@ from pizzamail.config import Config
 from pizzamail.errors import PizzamailError, ProviderNotConfigured, RunError
 from pizzamail.mailbox import Mailbox
 from pizzamail.mailbox.filing import Filer
-from pizzamail.providers.registry import provider_for
+from pizzamail.providers.registry import select_provider
 from pizzamail.providers.types import Message, Provider, Response
 from pizzamail.runner.history import RunContext, history, load_context
+from pizzamail.runner.limits import Limits, run_notes, usage_of
 from pizzamail.runner.loop import Transcript, drive
 from pizzamail.runner.outcome import conclude
 from pizzamail.runner.steps import AgentStep, HeldStep, step_from_row
@@ -92,13 +93,14 @@ class Runner:
     _new_provider: Callable[[], Provider] = field(init=False, repr=False)
     _mails: Composer = field(init=False, repr=False)
     _file_mail: Callable[[], Awaitable[object]] = field(init=False, repr=False)
+    _notices: dict[int, str] = field(default_factory=dict, init=False)  # run id -> provider notice
 
     def __post_init__(self) -> None:
         if self.provider_factory is not None:
             self._new_provider = self.provider_factory
         elif self.secrets is not None:
             config, secrets = self.config, self.secrets
-            self._new_provider = lambda: provider_for(config, secrets)
+            self._new_provider = lambda: select_provider(config, secrets)
         else:
             raise TypeError("Runner needs a provider_factory or a SecretStore (secrets=...)")
         self._mails = self.composer or Composer(config=self.config)
@@ -245,7 +247,8 @@ class Runner:
             toolbox = self.tools.bind(scope)
             transcript = await self._transcript(run, ctx, toolbox)
             outcome = await self._agent(run, transcript, toolbox)
-            notes = unavailable_notes(toolbox)
+            notes = [*unavailable_notes(toolbox),
+                     *run_notes(outcome, self.config, self._notices.get(run.id))]
             mail_ctx = await self._mail_context(run, ctx)
             if isinstance(outcome, HeldStep):
                 outcome = await self._waiting_for(run, outcome)
@@ -257,8 +260,8 @@ class Runner:
                                           extra=self._draft(outcome.action))
             if not outcome.text.strip():
                 raise RunError(f"the model finished without an answer ({outcome.finish_reason})")
-            reply = self._mails.reply(mail_ctx, outcome.text, notes=notes,
-                                      files=attachments(scope.workspace))
+            reply = self._mails.reply(mail_ctx, outcome.text, notes=notes, files=attachments(scope.workspace),
+                                      footer=usage_of(transcript.steps).footer())
         except ProviderNotConfigured as exc:
             log.warning("run %d: no model configured: %s", run.id, exc.message)
             mail = self._mails.notice(ctx.mail(run), exc)
@@ -285,10 +288,13 @@ class Runner:
         if waiting is not None:
             return waiting
         provider = self._new_provider()
+        notice = getattr(provider, "notice", None)
+        if notice:
+            self._notices[run.id] = str(notice)
         try:
             return await drive(
                 provider=provider, tools=toolbox, transcript=transcript,
-                max_steps=self.config.agent.max_steps,
+                max_steps=self.config.agent.max_steps, limits=Limits.from_settings(self.config.agent),
                 checkpoint=lambda seq, step: self._checkpoint(run, seq, step, toolbox),
                 interruptible=self._interruptible, standing=self._standing,
             )
@@ -347,6 +353,7 @@ class Runner:
 
     async def _finish(self, run: Run, mail: Composed, *, status: str, error: str | None = None,
                       request_for: int | None = None, extra: tuple[NewMessage, ...] = ()) -> str:
+        self._notices.pop(run.id, None)
         done = await conclude(self.store, self.blobs, run, mail, sender=self.config.agent.address,
                               status=status, error=error, model=self.config.agent.model,
                               request_for=request_for, extra=extra)

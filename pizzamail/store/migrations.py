@@ -200,6 +200,18 @@ MIGRATIONS: list[tuple[str, str]] = [
         ALTER TABLE held_actions ADD COLUMN reminded_at TEXT
         """,
     ),
+    (
+        # Usage per run (summed from its model steps, whose data keep each call's usage) and the
+        # limit that stopped it early, if one did.
+        "007_run_usage",
+        """
+        ALTER TABLE runs ADD COLUMN model_calls INTEGER NOT NULL DEFAULT 0;
+        ALTER TABLE runs ADD COLUMN tool_calls INTEGER NOT NULL DEFAULT 0;
+        ALTER TABLE runs ADD COLUMN input_tokens INTEGER NOT NULL DEFAULT 0;
+        ALTER TABLE runs ADD COLUMN output_tokens INTEGER NOT NULL DEFAULT 0;
+        ALTER TABLE runs ADD COLUMN stopped_by TEXT
+        """,
+    ),
 ]
 
 

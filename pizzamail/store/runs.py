@@ -23,6 +23,12 @@ class Run:
     created_at: str
     started_at: str | None
     finished_at: str | None
+    model_calls: int = 0
+    tool_calls: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    stopped_by: str | None = None
+    """the limit that stopped the run early (``model_calls``, ``tool_calls``, ``tokens``, ``wall_time``)"""
 
 
 @dataclass(frozen=True, kw_only=True)

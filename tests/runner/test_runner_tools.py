@@ -83,23 +83,31 @@ async def test_invalid_json_arguments_go_back_to_the_model(
     assert "not valid JSON" in result["content"] and result["content"].startswith("ERROR:")
 
 
-async def test_the_step_limit_ends_the_run_with_a_mail_that_says_so(
+async def test_the_step_limit_ends_the_run_with_a_summary_that_says_which_limit(
     harness: Harness, fake_openai: FakeOpenAI
 ) -> None:
     harness = harness.with_config(agent=AgentSettings(max_steps=2))
-    fake_openai.script([], then=tool_call("lookup", {}))
+    fake_openai.script([tool_call("lookup", {}), tool_call("lookup", {}, call_id="c2")],
+                       then=text("Found nothing yet; lookup still to do."))
     run_id = await harness.task("Loop forever")
     async with harness.running() as runner:
-        assert await harness.finish(runner, run_id) == "failed"
-    assert len(fake_openai.requests) == 2
+        assert await harness.finish(runner, run_id) == "done"
+    assert len(fake_openai.requests) == 3
+    last = fake_openai.requests[2]
+    assert last.messages[-2]["role"] == "tool" and "not run" in last.messages[-2]["content"]
+    assert last.tools == [] and last.messages[-1]["content"].startswith("[pizzamail] This run reached")
     [(_, mail)] = await bot_mails(harness.mailbox)
-    assert mail["X-Pizzamail-Kind"] == "error"
+    assert mail["X-Pizzamail-Kind"] == "reply"
     body = plain(mail)
-    assert "Stopped after 2 model calls" in body and "`[agent] max_steps`" in body
-    run = await harness.store.fetchone("SELECT status, error FROM runs WHERE id = ?", (run_id,))
-    assert run is not None and run["status"] == "failed" and "step limit" in run["error"]
-    # the last answer's tool calls are not run: nobody would read their results
-    assert [s.kind for s in await steps_of(harness.store, run_id)] == ["model", "tool", "model"]
+    assert "Found nothing yet" in body
+    assert "Stopped early" in body and "limit of 2 model calls" in body and "`[agent] max_steps`" in body
+    run = await harness.store.fetchone("SELECT status, stopped_by, model_calls FROM runs WHERE id = ?",
+                                       (run_id,))
+    assert run is not None and run["status"] == "done" and run["stopped_by"] == "model_calls"
+    assert run["model_calls"] == 3
+    # the last tool answer's calls are answered "not run" (the conversation stays valid), then the summary
+    kinds = [s.kind for s in await steps_of(harness.store, run_id)]
+    assert kinds == ["model", "tool", "model", "tool", "model"]
 
 
 async def test_a_tool_that_crashes_fails_the_run_loudly(
