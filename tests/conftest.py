@@ -12,7 +12,7 @@ from pizzamail.mailbox import Mailbox
 from pizzamail.store import Store
 from pizzamail.store.blobs import BlobStore
 
-pytest_plugins = ["tests.fakes.openai_server"]
+pytest_plugins = ["tests.fakes.openai_server", "tests.fakes.anthropic_server"]
 
 
 @pytest.fixture(autouse=True)

@@ -13,6 +13,7 @@ from pizzamail.cli.app import App
 from pizzamail.cli.approvals import approvals, approve, deny, rules
 from pizzamail.cli.doctor import doctor
 from pizzamail.cli.mcp import mcp
+from pizzamail.cli.models import models
 from pizzamail.cli.serve import init, serve
 from pizzamail.cli.skills import skills
 from pizzamail.cli.threads import task, threads
@@ -31,8 +32,8 @@ def cli(ctx: click.Context, home: Path | None) -> None:
     ctx.obj = App.for_home(home)
 
 
-for command in (init, serve, task, threads, account, keys, mcp, skills, doctor, approvals, approve, deny,
-                rules):
+for command in (init, serve, task, threads, account, keys, models, mcp, skills, doctor, approvals, approve,
+                deny, rules):
     cli.add_command(command)
 
 

@@ -1,35 +1,30 @@
 """OpenAI-compatible Chat Completions (``POST {base_url}/chat/completions``) over httpx.
 
 Works with OpenAI and with the many servers that speak the same format (vLLM, llama.cpp, Ollama,
-LiteLLM …). Retries 429, 5xx and network errors with exponential backoff and jitter, honouring a
-``Retry-After`` given in seconds. Tool-call arguments arrive as a JSON *string* that may be invalid;
-such a call is passed on with ``ToolCall.error`` set so the model is told, instead of crashing.
+LiteLLM …). HTTP, retries and context trimming live in :mod:`pizzamail.providers.http`. Tool-call
+arguments arrive as a JSON *string* that may be invalid; such a call is passed on with
+``ToolCall.error`` set so the model is told, instead of crashing.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-import logging
-import random
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import httpx
-
 from pizzamail.errors import ProviderError
+from pizzamail.providers.http import (
+    MAX_WAIT,
+    JsonEndpoint,
+    Sleep,
+    backoff,
+    complete_fitting,
+    malformed,
+)
 from pizzamail.providers.types import Message, Response, ToolCall, ToolSpec, Usage
 
-log = logging.getLogger("pizzamail.providers.openai")
-
-Sleep = Callable[[float], Awaitable[None]]
-
-#: never wait longer than this between two tries, whatever Retry-After says
-MAX_WAIT = 120.0
-#: the first backoff; doubled on each retry
-BASE_WAIT = 1.0
-_RETRY_STATUSES = frozenset({408, 429}) | frozenset(range(500, 600))
+__all__ = ["MAX_WAIT", "OpenAIProvider", "Sleep", "backoff", "parse_response", "request_body", "wire_message"]
 
 
 @dataclass(kw_only=True)
@@ -46,21 +41,24 @@ class OpenAIProvider:
     sleep: Sleep = asyncio.sleep
     """injectable so tests check the wait without waiting"""
     supports_tools: bool = True
-    _client: httpx.AsyncClient | None = field(default=None, repr=False)
+    key_entry: str = ""
+    """the keyring entry named in the 401 hint (default: ``name``)"""
+    _endpoint: JsonEndpoint | None = field(default=None, repr=False)
 
-    def _http(self) -> httpx.AsyncClient:
-        if self._client is None:
-            self._client = httpx.AsyncClient(
-                base_url=self.base_url.rstrip("/") + "/",
+    def endpoint(self) -> JsonEndpoint:
+        if self._endpoint is None:
+            self._endpoint = JsonEndpoint(
+                name=self.name, base_url=self.base_url, model=self.model, timeout=self.timeout,
                 headers={"Authorization": f"Bearer {self.api_key}"} if self.api_key else {},
-                timeout=httpx.Timeout(self.timeout),
+                max_retries=self.max_retries, sleep=self.sleep, key_entry=self.key_entry,
+                wire="Chat Completions",
             )
-        return self._client
+        return self._endpoint
 
     async def aclose(self) -> None:
-        if self._client is not None:
-            await self._client.aclose()
-            self._client = None
+        if self._endpoint is not None:
+            await self._endpoint.aclose()
+            self._endpoint = None
 
     async def __aenter__(self) -> OpenAIProvider:
         return self
@@ -69,91 +67,15 @@ class OpenAIProvider:
         await self.aclose()
 
     async def complete(self, messages: list[Message], tools: list[ToolSpec]) -> Response:
-        payload = request_body(self.model, messages, tools)
-        data = await self._post(payload)
-        return parse_response(data, fallback_model=self.model)
+        async def send(fitting: list[Message]) -> Response:
+            data = await self.endpoint().post("chat/completions", request_body(self.model, fitting, tools))
+            return parse_response(data, fallback_model=self.model)
 
-    async def _post(self, payload: dict[str, Any]) -> Any:
-        attempts = self.max_retries + 1
-        for attempt in range(attempts):
-            last = attempt == attempts - 1
-            try:
-                reply = await self._http().post("chat/completions", json=payload)
-            except httpx.TransportError as exc:
-                problem = f"could not reach {self.base_url} ({type(exc).__name__})"
-                if last:
-                    raise self._gave_up(problem, attempts) from None
-                await self._wait(attempt, None, problem)
-                continue
-            if reply.status_code in _RETRY_STATUSES and not last:
-                await self._wait(attempt, reply.headers.get("retry-after"), f"HTTP {reply.status_code}")
-                continue
-            if reply.status_code in _RETRY_STATUSES:
-                raise self._gave_up(_status_problem(reply), attempts)
-            if reply.status_code >= 400:
-                raise self._refused(reply)
-            return _json(reply)
-        raise AssertionError("unreachable")  # the loop always returns or raises
-
-    async def _wait(self, attempt: int, retry_after: str | None, problem: str) -> None:
-        delay = backoff(attempt, retry_after)
-        log.warning("provider %s: %s; retry %d/%d in %.1fs", self.name, problem, attempt + 1,
-                    self.max_retries, delay)
-        await self.sleep(delay)
-
-    def _gave_up(self, problem: str, attempts: int) -> ProviderError:
-        return ProviderError(
-            f"the model provider {self.name!r} failed {attempts} times in a row: {problem}",
-            retryable=True,
-            hint="the provider may be down or rate-limiting; reply to this mail to try again later",
-        )
-
-    def _refused(self, reply: httpx.Response) -> ProviderError:
-        hint = {
-            401: f"check the API key: `pizzamail keys set {self.name}`",
-            403: f"check the API key and that it may use model {self.model!r}",
-            404: f"check `[agent] model` and `[providers.{self.name}] base_url` in config.toml",
-        }.get(reply.status_code)
-        return ProviderError(
-            f"the model provider {self.name!r} refused the request: {_status_problem(reply)}", hint=hint
-        )
-
-
-def backoff(attempt: int, retry_after: str | None, *, jitter: Callable[[], float] = random.random) -> float:
-    """Seconds to wait before retry number ``attempt + 1``: Retry-After when given, else 2^n with jitter."""
-    if retry_after is not None:
-        try:
-            return min(max(float(retry_after), 0.0), MAX_WAIT)
-        except ValueError:
-            pass  # an HTTP-date: rare from model APIs; fall back to our own backoff
-    # "equal jitter": half fixed, half random, so parallel runs spread out but still back off
-    ceiling = min(BASE_WAIT * (1 << min(attempt, 16)), MAX_WAIT)
-    return ceiling / 2 + jitter() * ceiling / 2
-
-
-def _status_problem(reply: httpx.Response) -> str:
-    detail = ""
-    try:
-        error = reply.json().get("error")
-        detail = str(error.get("message") if isinstance(error, dict) else error or "")
-    except (ValueError, AttributeError):
-        detail = reply.text
-    detail = " ".join(detail.split())[:300]
-    return f"HTTP {reply.status_code}" + (f": {detail}" if detail else "")
-
-
-def _json(reply: httpx.Response) -> Any:
-    try:
-        return reply.json()
-    except ValueError:
-        raise _malformed("the body is not JSON") from None
+        return await complete_fitting(messages, send)
 
 
 def _malformed(why: str) -> ProviderError:
-    return ProviderError(
-        f"the model provider sent an answer that is not valid Chat Completions JSON ({why})",
-        hint="check that `[providers.NAME] base_url` points at an OpenAI-compatible endpoint",
-    )
+    return malformed("Chat Completions", why)
 
 
 # -- wire format -----------------------------------------------------------------------------

@@ -1,9 +1,9 @@
 """From ``[agent] model = "NAME:MODEL"`` to a ready :class:`Provider`.
 
-Provider *kinds* (wire formats) register in :data:`KINDS` through :func:`register_kind`; the built-in
-``openai`` kind registers exactly as a third-party one would. A *name* is a ``[providers.NAME]``
-section of config.toml that picks a kind, an endpoint and where its key is kept (``openai`` works
-without a section).
+Provider *kinds* (wire formats) register in :data:`KINDS` through :func:`register_kind`; the
+built-in ``openai`` and ``anthropic`` kinds register exactly as a third-party one would. A *name* is
+a ``[providers.NAME]`` section of config.toml that picks a kind, an endpoint and where its key is
+kept (``openai``, ``anthropic`` and ``local`` work without a section).
 
 Key lookup order: the keyring entry named ``key`` (default: the provider's name), then the
 environment variable ``key_env``. A missing key is :class:`ProviderNotConfigured`, whose hint is
@@ -14,12 +14,14 @@ as Ollama or LM Studio), which is then called without one.
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from pizzamail.config import Config, ProviderSettings
 from pizzamail.errors import ProviderNotConfigured, SecretMissing
 from pizzamail.providers import local
+from pizzamail.providers.anthropic import AnthropicProvider
 from pizzamail.providers.openai import OpenAIProvider, Sleep
 from pizzamail.providers.types import Provider
 from pizzamail.secrets import SecretStore
@@ -50,6 +52,15 @@ def _openai(args: ProviderArgs) -> Provider:
     return OpenAIProvider(
         name=args.name, base_url=args.settings.base_url, model=args.model, api_key=args.api_key,
         timeout=args.settings.timeout, max_retries=args.settings.max_retries, sleep=args.sleep,
+        key_entry=args.settings.key or args.name,
+    )
+
+
+def _anthropic(args: ProviderArgs) -> Provider:
+    return AnthropicProvider(
+        name=args.name, base_url=args.settings.base_url, model=args.model, api_key=args.api_key,
+        timeout=args.settings.timeout, max_retries=args.settings.max_retries,
+        max_tokens=args.settings.max_tokens, sleep=args.sleep, key_entry=args.settings.key or args.name,
     )
 
 
@@ -58,6 +69,7 @@ def _local(args: ProviderArgs) -> Provider:
 
 
 register_kind("openai", _openai)
+register_kind("anthropic", _anthropic)
 register_kind("local", _local)
 
 
@@ -113,3 +125,17 @@ def key_hint(name: str, entry: str, model: str, settings: ProviderSettings) -> s
         f" `[agent] model` in config.toml (now \"{model}\") and the endpoint by"
         f" `[providers.{name}] base_url` (now {settings.base_url})."
     )
+
+
+def find_key(name: str, settings: ProviderSettings, secrets: SecretStore) -> tuple[str, str]:
+    """``(key, where)`` without raising: where is ``keyring``, ``file``, ``env $VAR``, ``not needed``
+    or ``missing`` (key is then "")."""
+    if settings.kind == "local":
+        return "", "not needed"
+    stored = secrets.get(settings.key or name)
+    if stored:
+        return stored, "keyring" if secrets.use_keyring else "file"
+    from_env = os.environ.get(settings.key_env) if settings.key_env else None
+    if from_env:
+        return from_env, f"env ${settings.key_env}"
+    return "", "missing" if settings.key_required else "not needed"

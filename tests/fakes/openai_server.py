@@ -176,6 +176,14 @@ def _handler(fake: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
         # HTTP/1.0: one request per connection, so no idle keep-alive thread outlives a test
         protocol_version = "HTTP/1.0"
 
+        def do_GET(self) -> None:
+            """``GET /v1/models``, for ``pizzamail models --check``; not recorded, not scripted."""
+            models = {"object": "list", "data": [{"id": "gpt-fake", "object": "model"}]}
+            if self.path.rstrip("/") == "/v1/models":
+                self._send(Scripted(payload=models), None)
+            else:
+                self._send(error(404, f"fake_openai: no route {self.path}"), None)
+
         def do_POST(self) -> None:
             length = int(self.headers.get("Content-Length") or 0)
             raw = self.rfile.read(length)

@@ -1,0 +1,149 @@
+"""Anthropic Messages (``POST {base_url}/v1/messages``) over the shared HTTP mechanism.
+
+Differences from Chat Completions that this module translates: system messages go to the top-level
+``system`` field; an assistant's tool calls are ``tool_use`` content blocks whose ``input`` is an
+object (not a JSON string); tool results are ``tool_result`` blocks (with ``is_error``) inside a
+*user* message, consecutive results merged into one; ``max_tokens`` is required.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from typing import Any
+
+from pizzamail.errors import ProviderError
+from pizzamail.providers.http import JsonEndpoint, Sleep, complete_fitting, malformed
+from pizzamail.providers.types import Message, Response, ToolCall, ToolSpec, Usage
+
+API_VERSION = "2023-06-01"
+DEFAULT_BASE_URL = "https://api.anthropic.com"
+DEFAULT_MAX_TOKENS = 4096
+
+
+def headers(api_key: str) -> dict[str, str]:
+    """The headers every Anthropic request carries."""
+    return {"x-api-key": api_key, "anthropic-version": API_VERSION}
+
+
+@dataclass(kw_only=True)
+class AnthropicProvider:
+    """One Anthropic-compatible endpoint and model. Close it with ``aclose``."""
+
+    name: str
+    base_url: str = DEFAULT_BASE_URL
+    model: str
+    api_key: str
+    timeout: float = 120.0
+    max_retries: int = 4
+    max_tokens: int = DEFAULT_MAX_TOKENS
+    sleep: Sleep = asyncio.sleep
+    """injectable so tests check the wait without waiting"""
+    key_entry: str = ""
+    supports_tools: bool = True
+    _endpoint: JsonEndpoint | None = field(default=None, repr=False)
+
+    def endpoint(self) -> JsonEndpoint:
+        if self._endpoint is None:
+            self._endpoint = JsonEndpoint(
+                name=self.name, base_url=self.base_url, model=self.model, headers=headers(self.api_key),
+                timeout=self.timeout, max_retries=self.max_retries, sleep=self.sleep,
+                key_entry=self.key_entry, wire="Anthropic Messages",
+            )
+        return self._endpoint
+
+    async def aclose(self) -> None:
+        if self._endpoint is not None:
+            await self._endpoint.aclose()
+            self._endpoint = None
+
+    async def complete(self, messages: list[Message], tools: list[ToolSpec]) -> Response:
+        async def send(fitting: list[Message]) -> Response:
+            body = request_body(self.model, fitting, tools, max_tokens=self.max_tokens)
+            return parse_response(await self.endpoint().post("v1/messages", body), fallback_model=self.model)
+
+        return await complete_fitting(messages, send)
+
+
+# -- wire format -----------------------------------------------------------------------------
+
+
+def request_body(model: str, messages: list[Message], tools: list[ToolSpec], *,
+                 max_tokens: int = DEFAULT_MAX_TOKENS) -> dict[str, Any]:
+    body: dict[str, Any] = {"model": model, "max_tokens": max_tokens,
+                            "messages": wire_messages([m for m in messages if m.role != "system"])}
+    system = "\n\n".join(m.content for m in messages if m.role == "system" and m.content)
+    if system:
+        body["system"] = system
+    if tools:
+        body["tools"] = [wire_tool(t) for t in tools]
+    return body
+
+
+def wire_messages(messages: list[Message]) -> list[dict[str, Any]]:
+    """Messages in Anthropic's shape, consecutive tool results merged into one user message."""
+    out: list[dict[str, Any]] = []
+    for message in messages:
+        wire = wire_message(message)
+        if message.role == "tool" and out and _is_tool_results(out[-1]):
+            out[-1]["content"].extend(wire["content"])
+        else:
+            out.append(wire)
+    return out
+
+
+def _is_tool_results(wire: dict[str, Any]) -> bool:
+    content = wire.get("content")
+    return (wire.get("role") == "user" and isinstance(content, list) and bool(content)
+            and all(block.get("type") == "tool_result" for block in content))
+
+
+def wire_message(message: Message) -> dict[str, Any]:
+    if message.role == "tool":
+        block: dict[str, Any] = {"type": "tool_result", "tool_use_id": message.tool_call_id,
+                                 "content": message.content}
+        if message.is_error:
+            block["is_error"] = True
+        return {"role": "user", "content": [block]}
+    if message.role == "assistant" and message.tool_calls:
+        text = [{"type": "text", "text": message.content}] if message.content else []
+        return {"role": "assistant", "content": [*text, *(wire_tool_use(c) for c in message.tool_calls)]}
+    return {"role": message.role, "content": message.content}
+
+
+def wire_tool_use(call: ToolCall) -> dict[str, Any]:
+    return {"type": "tool_use", "id": call.id, "name": call.name, "input": call.arguments}
+
+
+def wire_tool(spec: ToolSpec) -> dict[str, Any]:
+    return {"name": spec.name, "description": spec.description, "input_schema": spec.parameters}
+
+
+def parse_response(data: Any, *, fallback_model: str) -> Response:
+    """A Messages answer as a :class:`Response`; anything malformed is a ProviderError."""
+    try:
+        blocks = list(data["content"])
+        usage = data.get("usage") or {}
+        return Response(
+            text="".join(str(b["text"]) for b in blocks if b.get("type") == "text"),
+            tool_calls=[parse_tool_use(b) for b in blocks if b.get("type") == "tool_use"],
+            usage=Usage(input_tokens=int(usage.get("input_tokens") or 0),
+                        output_tokens=int(usage.get("output_tokens") or 0)),
+            model=str(data.get("model") or fallback_model),
+            finish_reason=str(data.get("stop_reason") or ""),
+        )
+    except (KeyError, TypeError, AttributeError, ValueError) as exc:
+        raise _malformed(f"{type(exc).__name__}: {exc}") from None
+
+
+def parse_tool_use(block: dict[str, Any]) -> ToolCall:
+    arguments = block.get("input")
+    error = None
+    if not isinstance(arguments, dict):
+        error = f"the tool input must be a JSON object, not {type(arguments).__name__}"
+        arguments = {}
+    return ToolCall(id=str(block["id"]), name=str(block["name"]), arguments=arguments, error=error)
+
+
+def _malformed(why: str) -> ProviderError:
+    return malformed("Anthropic Messages", why)

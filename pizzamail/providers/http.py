@@ -1,0 +1,167 @@
+"""The one HTTP mechanism behind every remote provider: POST JSON, retry, and say clearly what failed.
+
+:class:`JsonEndpoint` retries 429, 408, 5xx and network errors with exponential backoff and jitter,
+honouring a ``Retry-After`` given in seconds, through an injectable ``sleep`` (tests check the wait
+without waiting). Other 4xx answers are not retried; 401/403 name ``pizzamail keys set NAME``. A 400
+saying the prompt is too long is :class:`ContextTooLong`, which :func:`complete_fitting` answers by
+trimming old history once (never the system prompt or the task) and asking again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+from pizzamail.errors import ProviderError
+from pizzamail.providers.context import fit_history, is_context_error
+from pizzamail.providers.types import Message, Response
+
+log = logging.getLogger("pizzamail.providers.http")
+
+Sleep = Callable[[float], Awaitable[None]]
+
+#: never wait longer than this between two tries, whatever Retry-After says
+MAX_WAIT = 120.0
+#: the first backoff; doubled on each retry
+BASE_WAIT = 1.0
+RETRY_STATUSES = frozenset({408, 429}) | frozenset(range(500, 600))
+
+
+class ContextTooLong(ProviderError):
+    """The provider said the conversation does not fit its context window (HTTP 400)."""
+
+
+@dataclass(kw_only=True)
+class JsonEndpoint:
+    """One provider's HTTP side. Close it with ``aclose``."""
+
+    name: str
+    """the provider's name in config, used in messages and hints"""
+    base_url: str
+    model: str
+    headers: dict[str, str] = field(default_factory=dict)
+    timeout: float = 120.0
+    max_retries: int = 4
+    sleep: Sleep = asyncio.sleep
+    key_entry: str = ""
+    """the keyring entry named in the 401 hint (default: ``name``)"""
+    wire: str = "JSON"
+    """the wire format's name in error messages (``Chat Completions``, ``Messages``)"""
+    _client: httpx.AsyncClient | None = field(default=None, repr=False)
+
+    def _http(self) -> httpx.AsyncClient:
+        if self._client is None:
+            self._client = httpx.AsyncClient(base_url=self.base_url.rstrip("/") + "/", headers=self.headers,
+                                             timeout=httpx.Timeout(self.timeout))
+        return self._client
+
+    async def aclose(self) -> None:
+        if self._client is not None:
+            await self._client.aclose()
+            self._client = None
+
+    async def post(self, path: str, payload: dict[str, Any]) -> Any:
+        """The JSON answer to ``payload``, after up to ``max_retries`` retries; else ProviderError."""
+        attempts = self.max_retries + 1
+        for attempt in range(attempts):
+            last = attempt == attempts - 1
+            try:
+                reply = await self._http().post(path, json=payload)
+            except httpx.TransportError as exc:
+                problem = f"could not reach {self.base_url} ({type(exc).__name__})"
+                if last:
+                    raise self._gave_up(problem, attempts) from None
+                await self._wait(attempt, None, problem)
+                continue
+            if reply.status_code in RETRY_STATUSES and not last:
+                await self._wait(attempt, reply.headers.get("retry-after"), f"HTTP {reply.status_code}")
+                continue
+            if reply.status_code in RETRY_STATUSES:
+                raise self._gave_up(status_problem(reply), attempts)
+            if reply.status_code >= 400:
+                raise self._refused(reply)
+            return json_of(reply, self.wire)
+        raise AssertionError("unreachable")  # the loop always returns or raises
+
+    async def _wait(self, attempt: int, retry_after: str | None, problem: str) -> None:
+        delay = backoff(attempt, retry_after)
+        log.warning("provider %s: %s; retry %d/%d in %.1fs", self.name, problem, attempt + 1,
+                    self.max_retries, delay)
+        await self.sleep(delay)
+
+    def _gave_up(self, problem: str, attempts: int) -> ProviderError:
+        return ProviderError(
+            f"the model provider {self.name!r} failed {attempts} times in a row: {problem}",
+            retryable=True,
+            hint="the provider may be down or rate-limiting; reply to this mail to try again later",
+        )
+
+    def _refused(self, reply: httpx.Response) -> ProviderError:
+        problem = status_problem(reply)
+        message = f"the model provider {self.name!r} refused the request: {problem}"
+        if reply.status_code == 400 and is_context_error(problem):
+            return ContextTooLong(message, hint="the conversation is too long for this model")
+        entry = self.key_entry or self.name
+        hint = {
+            401: f"check the API key: `pizzamail keys set {entry}`",
+            403: f"check the API key (`pizzamail keys set {entry}`) and that it may use model {self.model!r}",
+            404: f"check `[agent] model` and `[providers.{self.name}] base_url` in config.toml",
+        }.get(reply.status_code)
+        return ProviderError(message, hint=hint)
+
+
+async def complete_fitting(
+    messages: list[Message], send: Callable[[list[Message]], Awaitable[Response]]
+) -> Response:
+    """``send(messages)``; on :class:`ContextTooLong`, once more with old history trimmed."""
+    try:
+        return await send(messages)
+    except ContextTooLong:
+        shorter = fit_history(messages)
+        log.warning("context too long: trimmed the conversation from %d to %d messages and retrying",
+                    len(messages), len(shorter))
+        return await send(shorter)
+
+
+def backoff(attempt: int, retry_after: str | None, *, jitter: Callable[[], float] = random.random) -> float:
+    """Seconds to wait before retry number ``attempt + 1``: Retry-After when given, else 2^n with jitter."""
+    if retry_after is not None:
+        try:
+            return min(max(float(retry_after), 0.0), MAX_WAIT)
+        except ValueError:
+            pass  # an HTTP-date: rare from model APIs; fall back to our own backoff
+    # "equal jitter": half fixed, half random, so parallel runs spread out but still back off
+    ceiling = min(BASE_WAIT * (1 << min(attempt, 16)), MAX_WAIT)
+    return ceiling / 2 + jitter() * ceiling / 2
+
+
+def status_problem(reply: httpx.Response) -> str:
+    """``HTTP 400: <the provider's error message>`` (OpenAI and Anthropic both nest it in ``error``)."""
+    detail = ""
+    try:
+        error = reply.json().get("error")
+        detail = str(error.get("message") if isinstance(error, dict) else error or "")
+    except (ValueError, AttributeError):
+        detail = reply.text
+    detail = " ".join(detail.split())[:300]
+    return f"HTTP {reply.status_code}" + (f": {detail}" if detail else "")
+
+
+def json_of(reply: httpx.Response, wire: str = "JSON") -> Any:
+    try:
+        return reply.json()
+    except ValueError:
+        raise malformed(wire, "the body is not JSON") from None
+
+
+def malformed(wire: str, why: str) -> ProviderError:
+    return ProviderError(
+        f"the model provider sent an answer that is not valid {wire} JSON ({why})",
+        hint="check that `[providers.NAME] base_url` points at the right kind of endpoint",
+    )
