@@ -127,23 +127,29 @@ class RunnerSettings:
 
 @dataclass(frozen=True, kw_only=True)
 class ProviderSettings:
-    kind: str = setting("openai", "wire format: openai (any OpenAI-compatible endpoint), anthropic or local")
+    kind: str = setting("openai", "wire format: openai (any OpenAI-compatible endpoint), anthropic,"
+                                   " bedrock or local")
     base_url: str = setting("https://api.openai.com/v1", "endpoint base URL")
     key: str = setting("", "keyring entry holding the API key (default: the provider's name)")
     key_env: str = setting("", "environment variable with the key (openai: OPENAI_API_KEY)")
     key_required: bool = setting(True, "false for local servers that take no key (Ollama, LM Studio)")
     timeout: float = setting(120.0, "seconds to wait for one answer", _positive)
     max_retries: int = setting(4, "retries on 429/5xx and network errors")
-    max_tokens: int = setting(4096, "anthropic: most tokens in one answer (the API requires it)", _positive)
+    max_tokens: int = setting(4096, "anthropic, bedrock: most tokens in one answer", _positive)
+    region: str = setting("", "bedrock: AWS region (default: $AWS_REGION, else us-east-1)")
 
 
-PROVIDER_KINDS = ("openai", "anthropic", "local")
+PROVIDER_KINDS = ("openai", "anthropic", "bedrock", "local")
 #: the sections that work without being written in config.toml, with their defaults
 BUILTIN_PROVIDERS: dict[str, dict[str, Any]] = {
     "openai": {"key_env": "OPENAI_API_KEY"},
     "anthropic": {"kind": "anthropic", "base_url": "https://api.anthropic.com",
                   "key_env": "ANTHROPIC_API_KEY"},
     "local": {"kind": "local", "base_url": "", "key_required": False},
+    # base_url "" = https://bedrock-runtime.{region}.amazonaws.com; no key = SigV4 from the AWS chain
+    "bedrock": {"kind": "bedrock", "base_url": "", "key_env": "AWS_BEARER_TOKEN_BEDROCK",
+                "key_required": False},
+    "ollama": {"base_url": "http://127.0.0.1:11434/v1", "key_required": False},
 }
 
 
@@ -257,7 +263,7 @@ class Config:
         return duration_seconds(self.expiry(server))
 
     def provider(self, name: str) -> ProviderSettings | None:
-        """Settings for a provider; ``openai``, ``anthropic`` and ``local`` work without a section."""
+        """Settings for a provider; the :data:`BUILTIN_PROVIDERS` work without a section."""
         if name in self.providers:
             return self.providers[name]
         if name in BUILTIN_PROVIDERS:

@@ -12,14 +12,17 @@ from pizzamail.mailbox import Mailbox
 from pizzamail.store import Store
 from pizzamail.store.blobs import BlobStore
 
-pytest_plugins = ["tests.fakes.openai_server", "tests.fakes.anthropic_server"]
+pytest_plugins = ["tests.fakes.openai_server", "tests.fakes.anthropic_server", "tests.fakes.bedrock_server"]
 
 
 @pytest.fixture(autouse=True)
 def hermetic(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """No test sees the developer's home, keys or keyring."""
-    for name in ("OPENAI_API_KEY", "PIZZAMAIL_HOME", "ANTHROPIC_API_KEY"):
+    for name in ("OPENAI_API_KEY", "PIZZAMAIL_HOME", "ANTHROPIC_API_KEY", "AWS_BEARER_TOKEN_BEDROCK",
+                 "AWS_REGION", "AWS_DEFAULT_REGION", "AWS_PROFILE", "AWS_ACCESS_KEY_ID",
+                 "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
         monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")  # botocore's credential chain stays local
     monkeypatch.setenv("PYTHON_KEYRING_BACKEND", "keyring.backends.fail.Keyring")
     monkeypatch.setenv("HOME", str(tmp_path / "userhome"))
     yield

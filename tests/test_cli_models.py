@@ -49,7 +49,9 @@ def test_lists_providers_and_where_each_key_is(home: Path, monkeypatch: pytest.M
     data = json.loads(result.output)
     assert data["selected"] == "openai"
     found = by_name(result.output)
-    assert list(found) == ["openai", "anthropic", "local", "ollama"]
+    assert list(found) == ["openai", "anthropic", "local", "bedrock", "ollama"]
+    assert found["bedrock"]["key"] == "aws credential chain"  # botocore is in the test extra
+    assert found["bedrock"]["base_url"] == "https://bedrock-runtime.us-east-1.amazonaws.com"
     assert found["openai"]["key"] == "file"  # the tests' keyring is the fallback file
     assert found["anthropic"]["key"] == "env $ANTHROPIC_API_KEY"
     assert found["local"]["key"] == "not needed" and found["ollama"]["key"] == "not needed"
@@ -78,3 +80,22 @@ def test_plain_output_marks_the_selected_provider(home: Path) -> None:
     assert result.exit_code == 0
     assert "* openai (openai " in result.output and "key: missing" in result.output
     assert "  anthropic (anthropic " in result.output
+
+
+def test_ollama_is_listed_without_a_section(tmp_path: Path) -> None:
+    assert run(tmp_path, "init").exit_code == 0
+    found = by_name(run(tmp_path, "models", "--json").output)
+    assert found["ollama"]["kind"] == "openai" and found["ollama"]["key"] == "not needed"
+    assert found["ollama"]["base_url"] == "http://127.0.0.1:11434/v1"
+
+
+def test_check_fails_only_for_providers_in_use(tmp_path: Path, fake_openai: FakeOpenAI,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    assert run(tmp_path, "init").exit_code == 0
+    (tmp_path / "config.toml").write_text(f'[providers.openai]\nbase_url = "{fake_openai.base_url}"\n')
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-openai-secret")
+    result = run(tmp_path, "models", "--json", "--check")
+    found = by_name(result.output)
+    assert found["openai"]["reachable"] is True
+    assert found["bedrock"]["reachable"] is False  # built in, unused: reported, not failing
+    assert result.exit_code == 0

@@ -13,6 +13,7 @@ import click
 
 from pizzamail.cli.app import App
 from pizzamail.config import BUILTIN_PROVIDERS, Config, ProviderSettings
+from pizzamail.providers import bedrock
 from pizzamail.providers.probe import Probe, client, probe
 from pizzamail.providers.registry import find_key
 from pizzamail.secrets import SecretStore
@@ -44,6 +45,13 @@ def settings_of(config: Config) -> dict[str, ProviderSettings]:
     return {name: s for name, s in found.items() if s is not None}
 
 
+def endpoint_of(settings: ProviderSettings) -> str:
+    """The base URL, Bedrock's derived from its region when not set."""
+    if settings.kind == "bedrock" and not settings.base_url:
+        return bedrock.base_url_for(bedrock.region_of(settings.region))
+    return settings.base_url
+
+
 async def rows(config: Config, secrets: SecretStore, *, check: bool) -> list[Row]:
     found = settings_of(config)
     keys = {name: find_key(name, s, secrets) for name, s in found.items()}
@@ -53,7 +61,7 @@ async def rows(config: Config, secrets: SecretStore, *, check: bool) -> list[Row
             results = await asyncio.gather(*(probe(http, s, keys[n][0]) for n, s in found.items()))
         probes = dict(zip(found, results, strict=True))
     selected = selected_name(config)
-    return [Row(name=n, kind=s.kind, base_url=s.base_url, selected=n == selected, key=keys[n][1],
+    return [Row(name=n, kind=s.kind, base_url=endpoint_of(s), selected=n == selected, key=keys[n][1],
                 reachable=probes[n].ok if n in probes else None,
                 detail=probes[n].detail if n in probes else "") for n, s in found.items()]
 
@@ -74,14 +82,15 @@ def line(row: Row) -> str:
 def models(app: App, as_json: bool, check: bool) -> None:
     """Model providers, the one `[agent] model` selects (*), and where each key is found.
 
-    With --check, exits 1 when a provider cannot be reached."""
+    With --check, exits 1 when the selected provider, or one you configured in config.toml,
+    cannot be reached (the built-in ones you do not use are only reported)."""
     found = asyncio.run(rows(app.config, app.secrets, check=check))
     if as_json:
         click.echo(json.dumps({"model": app.config.agent.model, "selected": selected_name(app.config),
                                "providers": [asdict(r) for r in found]}, indent=2))
     else:
         show(app.config, found)
-    if any(r.reachable is False for r in found):
+    if any(r.reachable is False and (r.selected or r.name in app.config.providers) for r in found):
         click.get_current_context().exit(1)
 
 

@@ -46,6 +46,8 @@ class JsonEndpoint:
     base_url: str
     model: str
     headers: dict[str, str] = field(default_factory=dict)
+    auth: httpx.Auth | None = None
+    """signs each request (Bedrock SigV4); None when the headers carry the key"""
     timeout: float = 120.0
     max_retries: int = 4
     sleep: Sleep = asyncio.sleep
@@ -58,7 +60,7 @@ class JsonEndpoint:
     def _http(self) -> httpx.AsyncClient:
         if self._client is None:
             self._client = httpx.AsyncClient(base_url=self.base_url.rstrip("/") + "/", headers=self.headers,
-                                             timeout=httpx.Timeout(self.timeout))
+                                             auth=self.auth, timeout=httpx.Timeout(self.timeout))
         return self._client
 
     async def aclose(self) -> None:
@@ -142,10 +144,12 @@ def backoff(attempt: int, retry_after: str | None, *, jitter: Callable[[], float
 
 
 def status_problem(reply: httpx.Response) -> str:
-    """``HTTP 400: <the provider's error message>`` (OpenAI and Anthropic both nest it in ``error``)."""
+    """``HTTP 400: <the provider's error message>`` (OpenAI and Anthropic nest it in ``error``,
+    Bedrock has a top-level ``message``)."""
     detail = ""
     try:
-        error = reply.json().get("error")
+        body = reply.json()
+        error = body.get("error") or body.get("message")
         detail = str(error.get("message") if isinstance(error, dict) else error or "")
     except (ValueError, AttributeError):
         detail = reply.text

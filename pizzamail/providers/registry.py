@@ -1,9 +1,9 @@
 """From ``[agent] model = "NAME:MODEL"`` to a ready :class:`Provider`.
 
 Provider *kinds* (wire formats) register in :data:`KINDS` through :func:`register_kind`; the
-built-in ``openai`` and ``anthropic`` kinds register exactly as a third-party one would. A *name* is
-a ``[providers.NAME]`` section of config.toml that picks a kind, an endpoint and where its key is
-kept (``openai``, ``anthropic`` and ``local`` work without a section).
+built-in ``openai``, ``anthropic`` and ``bedrock`` kinds register exactly as a third-party one would.
+A *name* is a ``[providers.NAME]`` section of config.toml that picks a kind, an endpoint and where its
+key is kept (``openai``, ``anthropic``, ``bedrock``, ``ollama`` and ``local`` work without a section).
 
 Key lookup order: the keyring entry named ``key`` (default: the provider's name), then the
 environment variable ``key_env``. A missing key is :class:`ProviderNotConfigured`, whose hint is
@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from pizzamail.config import Config, ProviderSettings
 from pizzamail.errors import ProviderNotConfigured, SecretMissing
-from pizzamail.providers import local
+from pizzamail.providers import bedrock, local
 from pizzamail.providers.anthropic import AnthropicProvider
 from pizzamail.providers.openai import OpenAIProvider, Sleep
 from pizzamail.providers.types import Provider
@@ -64,12 +64,23 @@ def _anthropic(args: ProviderArgs) -> Provider:
     )
 
 
+def _bedrock(args: ProviderArgs) -> Provider:
+    region = bedrock.region_of(args.settings.region)
+    headers, auth = bedrock.auth_for(args.settings.key or args.name, args.api_key, region)
+    return bedrock.BedrockProvider(
+        name=args.name, base_url=args.settings.base_url or bedrock.base_url_for(region), model=args.model,
+        headers=headers, auth=auth, timeout=args.settings.timeout, max_retries=args.settings.max_retries,
+        max_tokens=args.settings.max_tokens, sleep=args.sleep, key_entry=args.settings.key or args.name,
+    )
+
+
 def _local(args: ProviderArgs) -> Provider:
     return local.LocalProvider(name=args.name, model=args.model or local.MODEL_NAME)
 
 
 register_kind("openai", _openai)
 register_kind("anthropic", _anthropic)
+register_kind("bedrock", _bedrock)
 register_kind("local", _local)
 
 
@@ -138,4 +149,6 @@ def find_key(name: str, settings: ProviderSettings, secrets: SecretStore) -> tup
     from_env = os.environ.get(settings.key_env) if settings.key_env else None
     if from_env:
         return from_env, f"env ${settings.key_env}"
+    if settings.kind == "bedrock":
+        return "", "aws credential chain" if bedrock.botocore_available() else "missing"
     return "", "missing" if settings.key_required else "not needed"
