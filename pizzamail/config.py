@@ -232,6 +232,48 @@ class RelaySettings:
         return bool(self.host)
 
 
+def _cron(value: str) -> str | None:
+    from pizzamail.triggers.cron import cron_problem  # croniter is imported only when used
+
+    return cron_problem(value)
+
+
+def _tz(value: str) -> str | None:
+    from pizzamail.triggers.cron import tz_problem
+
+    return tz_problem(value)
+
+
+CATCH_UP = ("once", "skip")
+HOOK_AUTH = ("hmac", "bearer")
+HOOK_THREAD = ("new", "one")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ScheduleSettings:
+    """One ``[schedules.NAME]``: a prompt started in the schedule's own thread at each cron time."""
+
+    cron: str = setting("", "cron expression, such as \"0 8 * * 1-5\" (weekdays at 8)", _cron)
+    tz: str = setting("UTC", "IANA time zone the cron expression is read in, such as Europe/Berlin", _tz)
+    prompt: str = setting("", "the task given to the agent at each occurrence")
+    catch_up: str = setting("once", "after downtime: once (run one missed occurrence) or skip",
+                            lambda v: None if v in CATCH_UP else ", ".join(CATCH_UP))
+    enabled: bool = setting(True, "false pauses the schedule")
+
+
+@dataclass(frozen=True, kw_only=True)
+class HookSettings:
+    """One ``[hooks.NAME]``: ``POST /hooks/NAME`` starts a task (secret: `pizzamail keys set hook:NAME`)."""
+
+    auth: str = setting("hmac", "hmac (X-Pizzamail-Signature) or bearer (Authorization: Bearer)",
+                        lambda v: None if v in HOOK_AUTH else ", ".join(HOOK_AUTH))
+    prompt: str = setting("", "Jinja2 template for the task, given payload (default: the payload)")
+    thread: str = setting("new", "new (a thread per delivery) or one (one thread for this hook)",
+                          lambda v: None if v in HOOK_THREAD else ", ".join(HOOK_THREAD))
+    max_body: int = setting(1024 * 1024, "largest body accepted, bytes", _positive)
+    rate: int = setting(30, "deliveries accepted per minute (burst of the same size)", _positive)
+
+
 @dataclass(frozen=True, kw_only=True)
 class Config:
     server: ServerSettings = field(default_factory=ServerSettings)
@@ -244,6 +286,8 @@ class Config:
     skills: SkillsSettings = field(default_factory=SkillsSettings)
     approvals: ApprovalsSettings = field(default_factory=ApprovalsSettings)
     relay: RelaySettings = field(default_factory=RelaySettings)
+    schedules: dict[str, ScheduleSettings] = field(default_factory=dict)
+    hooks: dict[str, HookSettings] = field(default_factory=dict)
 
     @property
     def domain(self) -> str:
@@ -316,7 +360,7 @@ def parse_config(data: dict[str, Any]) -> Config:
     sections = {"server": ServerSettings, "account": AccountSettings, "agent": AgentSettings,
                 "runner": RunnerSettings, "tools": ToolsSettings, "skills": SkillsSettings,
                 "approvals": ApprovalsSettings, "relay": RelaySettings}
-    known = (*sections, "providers", "mcp")
+    known = (*sections, "providers", "mcp", "schedules", "hooks")
     for key in data:
         if key not in known:
             raise ConfigError(key, data[key], "sections " + ", ".join(known))
@@ -325,6 +369,8 @@ def parse_config(data: dict[str, Any]) -> Config:
     }
     kwargs["providers"] = _providers(data.get("providers", {}))
     kwargs["mcp"] = _mcp(data.get("mcp", {}))
+    kwargs["schedules"] = _named(data.get("schedules", {}), "schedules", schedule_settings)
+    kwargs["hooks"] = _named(data.get("hooks", {}), "hooks", hook_settings)
     config = Config(**kwargs)
     relay = config.relay
     if relay.security == "none" and relay.host and relay.host not in ("127.0.0.1", "::1", "localhost"):
@@ -370,6 +416,45 @@ def mcp_server(name: str, table: object) -> McpServerSettings:
         raise ConfigError(f"{prefix}.url", settings.url, "either command (stdio) or url, not both")
     if not (settings.command or settings.url):
         raise ConfigError(f"{prefix}.command", "", "a command (stdio) or a url (streamable HTTP)")
+    return settings
+
+
+TRIGGER_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,39}$")
+
+
+def _named(data: object, prefix: str, build: Any) -> dict[str, Any]:
+    if not isinstance(data, dict):
+        raise ConfigError(prefix, data, f"a table of [{prefix}.NAME] sections")
+    return {name: build(name, table) for name, table in data.items()}
+
+
+def _trigger_name(prefix: str, name: str) -> None:
+    if not TRIGGER_NAME_RE.match(name):
+        raise ConfigError(prefix, name, "a name of letters, digits, _ and - (at most 40)")
+
+
+def schedule_settings(name: str, table: object) -> ScheduleSettings:
+    """One ``[schedules.NAME]`` section, validated (also used by ``pizzamail schedule add``)."""
+    prefix = f"schedules.{name}"
+    _trigger_name(prefix, name)
+    settings = _section(ScheduleSettings, table, prefix)
+    if not settings.cron:
+        raise ConfigError(f"{prefix}.cron", "", "a cron expression such as \"0 8 * * 1-5\"")
+    if not settings.prompt.strip():
+        raise ConfigError(f"{prefix}.prompt", settings.prompt, "the task text (not empty)")
+    return settings
+
+
+def hook_settings(name: str, table: object) -> HookSettings:
+    prefix = f"hooks.{name}"
+    _trigger_name(prefix, name)
+    settings = _section(HookSettings, table, prefix)
+    if settings.prompt:
+        from pizzamail.triggers.hooks import template_problem
+
+        problem = template_problem(settings.prompt)
+        if problem:
+            raise ConfigError(f"{prefix}.prompt", settings.prompt, problem)
     return settings
 
 
@@ -432,6 +517,18 @@ _TOOLS_EXAMPLE = [
     "# port = 587",
     '# security = "starttls"          # or "ssl" (port 465), "none" (loopback only)',
     '# user = "you@example.com"       # password: `pizzamail keys set relay`',
+    "",
+    "# Schedules (`pizzamail schedule add/list/rm`, `pizzamail triggers`): one thread per schedule.",
+    "# [schedules.morning]",
+    '# cron = "0 8 * * 1-5"           # weekdays at 8',
+    '# tz = "Europe/Berlin"',
+    '# prompt = "Summarise what changed in my projects since yesterday"',
+    '# catch_up = "once"              # after downtime: once (one missed occurrence) or skip',
+    "# Webhooks: POST http://127.0.0.1:8025/hooks/NAME, secret: `pizzamail keys set hook:NAME`",
+    "# [hooks.github]",
+    '# auth = "hmac"                  # X-Pizzamail-Signature; or "bearer" (Authorization: Bearer)',
+    '# prompt = "New issue: {{ payload.issue.title }}"   # Jinja2; default: the whole payload',
+    '# thread = "new"                 # or "one": every delivery continues one thread',
     "",
 ]
 

@@ -1,8 +1,8 @@
 """The running service: every long-lived part in one lifecycle.
 
-Parts start in order inside an ``AsyncExitStack`` (store, mailbox, runner, SMTP, IMAP) and stop in
-reverse when the stack is left, so a signal or an error leaves nothing running and no file half
-written.
+Parts start in order inside an ``AsyncExitStack`` (store, mailbox, scheduler, runner, SMTP, IMAP,
+HTTP) and stop in reverse when the stack is left, so a signal or an error leaves nothing running
+and no file half written.
 """
 
 from __future__ import annotations
@@ -36,6 +36,8 @@ from pizzamail.store.blobs import BlobStore
 from pizzamail.tools import ToolRegistry
 from pizzamail.tools.builtins import Builtins
 from pizzamail.tools.mcp import McpHub
+from pizzamail.triggers.scheduler import Scheduler
+from pizzamail.web import Hooks, create_app, start_http_server
 
 log = logging.getLogger("pizzamail.service")
 
@@ -48,6 +50,7 @@ class Listening:
     smtp: int
     imap: int
     imaps: int
+    http: int = 0
 
 
 def is_loopback(host: str) -> bool:
@@ -98,8 +101,12 @@ class Service:
             store=store, mailbox=mailbox, blobs=blobs, config=self.config, secrets=self.secrets,
             filer=filer.run, composer=composer, tools=tools, workspaces=self.home.root / "workspaces",
         )
+        scheduler = Scheduler(store=store, blobs=blobs, config=self.config, on_fired=runner.wake)
+        await scheduler.prepare()  # before the runner resumes interrupted runs
         await runner.start()
         stack.push_async_callback(runner.stop)
+        await scheduler.start()
+        stack.push_async_callback(scheduler.stop)
         stack.push_async_callback(self._drain)
         smtp_port = await self._start_smtp(stack, store, blobs, filer, runner, composer)
         server = self.config.server
@@ -108,7 +115,12 @@ class Service:
             tls=self.tls, tls_port=server.imaps_port if self.tls else None,
         )
         stack.push_async_callback(imap.close)
-        return Listening(host=server.host, smtp=smtp_port, imap=imap.port, imaps=imap.tls_port or 0)
+        hooks = Hooks(store=store, blobs=blobs, config=self.config, secrets=self.secrets,
+                      on_stored=runner.wake)
+        http = await start_http_server(create_app(hooks), host=server.host, port=server.http_port)
+        stack.push_async_callback(http.close)
+        return Listening(host=server.host, smtp=smtp_port, imap=imap.port, imaps=imap.tls_port or 0,
+                         http=http.port)
 
     async def _start_tools(
         self, stack: AsyncExitStack, store: Store, blobs: BlobStore, composer: Composer, filer: Filer
@@ -180,7 +192,7 @@ class Service:
 
     def _write_state(self, listening: Listening) -> None:
         state = {"pid": os.getpid(), "host": listening.host, "smtp_port": listening.smtp,
-                 "imap_port": listening.imap, "imaps_port": listening.imaps}
+                 "imap_port": listening.imap, "imaps_port": listening.imaps, "http_port": listening.http}
         write_private(self.home.state_file, json.dumps(state).encode())
 
 

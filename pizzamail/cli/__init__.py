@@ -17,6 +17,7 @@ from pizzamail.cli.models import models
 from pizzamail.cli.serve import init, serve
 from pizzamail.cli.skills import skills
 from pizzamail.cli.threads import task, threads
+from pizzamail.cli.triggers import schedule, triggers
 from pizzamail.errors import PizzamailError
 
 
@@ -33,7 +34,7 @@ def cli(ctx: click.Context, home: Path | None) -> None:
 
 
 for command in (init, serve, task, threads, account, keys, models, mcp, skills, doctor, approvals, approve,
-                deny, rules):
+                deny, rules, schedule, triggers):
     cli.add_command(command)
 
 

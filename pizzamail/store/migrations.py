@@ -212,6 +212,52 @@ MIGRATIONS: list[tuple[str, str]] = [
         ALTER TABLE runs ADD COLUMN stopped_by TEXT
         """,
     ),
+    (
+        # Triggers: a schedule continues one thread (thread_id); each occurrence is a row, unique per
+        # (schedule, due_at), so firing twice is impossible. Webhook deliveries are remembered by
+        # their id (replays are refused) and a hook with thread = "one" keeps its thread here.
+        "008_triggers",
+        """
+        CREATE TABLE schedules(
+            id INTEGER PRIMARY KEY,
+            name TEXT NOT NULL UNIQUE,
+            cron TEXT NOT NULL,
+            tz TEXT NOT NULL,
+            prompt TEXT NOT NULL,
+            catch_up TEXT NOT NULL CHECK (catch_up IN ('once', 'skip')),
+            source TEXT NOT NULL DEFAULT 'cli',
+            thread_id INTEGER REFERENCES threads(id),
+            last_fired_at TEXT,
+            next_due TEXT,
+            enabled INTEGER NOT NULL DEFAULT 1,
+            created_at TEXT NOT NULL
+        );
+        CREATE TABLE occurrences(
+            id INTEGER PRIMARY KEY,
+            schedule_id INTEGER NOT NULL REFERENCES schedules(id) ON DELETE CASCADE,
+            due_at TEXT NOT NULL,
+            status TEXT NOT NULL,
+            run_id INTEGER REFERENCES runs(id),
+            message_id TEXT,
+            created_at TEXT NOT NULL,
+            UNIQUE (schedule_id, due_at)
+        );
+        CREATE TABLE hooks(
+            name TEXT PRIMARY KEY,
+            thread_id INTEGER REFERENCES threads(id),
+            last_at TEXT,
+            last_outcome TEXT
+        );
+        CREATE TABLE deliveries(
+            id INTEGER PRIMARY KEY,
+            hook TEXT NOT NULL,
+            delivery_id TEXT NOT NULL,
+            run_id INTEGER,
+            received_at TEXT NOT NULL,
+            UNIQUE (hook, delivery_id)
+        )
+        """,
+    ),
 ]
 
 
