@@ -74,12 +74,12 @@ def account_settings(app: App, listening: Listening | None = None) -> str:
         f"  IMAP server  {host} port {imap}, {plain}, normal password",
         f"               or port {imaps} with SSL/TLS",
         f"  SMTP server  {host} port {smtp}, {plain}, normal password",
-        *([f"  HTTP (webhooks) {host} port {listening.http}"] if listening and listening.http else []),
         f"  user name    {app.config.account.user}",
         "  password     run `pizzamail account password`"
         f" (kept in {app.secrets.location})",
         f"  your address {app.config.account.address}",
         f"  write to     {app.config.agent.address}",
+        *([f"  webhooks     http://{host}:{listening.http}/hooks/NAME"] if listening and listening.http else []),
         f"  home         {app.home.root}",
         f"  certificate  {cert}",
         f"               SHA-256 {fingerprint(cert) if cert.exists() else '(not created yet)'}",
