@@ -79,7 +79,8 @@ def account_settings(app: App, listening: Listening | None = None) -> str:
         f" (kept in {app.secrets.location})",
         f"  your address {app.config.account.address}",
         f"  write to     {app.config.agent.address}",
-        *([f"  webhooks     http://{host}:{listening.http}/hooks/NAME"] if listening and listening.http else []),
+        *([f"  webhooks     http://{host}:{listening.http}/hooks/NAME"]
+          if listening and listening.http else []),
         f"  home         {app.home.root}",
         f"  certificate  {cert}",
         f"               SHA-256 {fingerprint(cert) if cert.exists() else '(not created yet)'}",
