@@ -16,29 +16,18 @@ from __future__ import annotations
 
 import json
 import threading
-from collections import deque
 from collections.abc import Iterator
-from dataclasses import dataclass, field, replace
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from dataclasses import replace
+from typing import Any, ClassVar
 
 import pytest
 
+from tests.fakes.scripted import Recorded, Scripted, ScriptedServer
+
+__all__ = ["FakeOpenAI", "Recorded", "Scripted", "error", "gated", "malformed", "slow", "text",
+           "tool_call", "tool_calls"]
+
 # -- script items ------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, kw_only=True)
-class Scripted:
-    """One scripted HTTP answer. ``payload`` is sent as JSON (``model`` filled from the request);
-    ``raw`` is sent as it is; ``delay`` holds the answer back (woken early when the server stops)."""
-
-    status: int = 200
-    payload: dict[str, Any] | None = None
-    raw: bytes | None = None
-    headers: dict[str, str] = field(default_factory=dict)
-    delay: float = 0.0
-    gate: threading.Event | None = None
-    """if set, the answer waits until the test sets it (for concurrency tests)"""
 
 
 def text(content: str, *, finish_reason: str = "stop", prompt_tokens: int = 11,
@@ -95,137 +84,18 @@ def _completion(message: dict[str, Any], finish_reason: str, prompt: int, comple
 # -- the server --------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, kw_only=True)
-class Recorded:
-    """One request as the fake saw it."""
-
-    method: str
-    path: str
-    headers: dict[str, str]
-    body: Any
-
-    @property
-    def messages(self) -> list[dict[str, Any]]:
-        return list(self.body["messages"])
-
-    @property
-    def tools(self) -> list[dict[str, Any]]:
-        return list(self.body.get("tools") or [])
-
-
-EXHAUSTED = error(599, "fake_openai: the test's script has no more answers")
-
-
-class FakeOpenAI:
+class FakeOpenAI(ScriptedServer):
     """Start with ``with FakeOpenAI() as fake:`` (or the ``fake_openai`` fixture)."""
 
-    def __init__(self) -> None:
-        self._lock = threading.Condition()
-        self._script: deque[Scripted] = deque()
-        self._then: Scripted = EXHAUSTED
-        self._stopping = threading.Event()
-        self.requests: list[Recorded] = []
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
-        self._thread = threading.Thread(target=self._server.serve_forever, name="fake-openai",
-                                        kwargs={"poll_interval": 0.05})
+    name = "fake_openai"
+    route = "/v1/chat/completions"
+    url_suffix = "/v1"
+    #: for ``pizzamail models --check``
+    gets: ClassVar[dict[str, dict[str, Any]]] = {
+        "/v1/models": {"object": "list", "data": [{"id": "gpt-fake", "object": "model"}]}}
 
-    @property
-    def base_url(self) -> str:
-        host, port = self._server.server_address[:2]
-        return f"http://{host!s}:{port}/v1"
-
-    def script(self, items: list[Scripted], *, then: Scripted | None = None) -> None:
-        """Queue answers in order; ``then`` answers every request after them (default: HTTP 599)."""
-        with self._lock:
-            self._script.extend(items)
-            if then is not None:
-                self._then = then
-
-    def wait_requests(self, count: int, timeout: float = 10.0) -> list[Recorded]:
-        """Block until ``count`` requests arrived (for use from another thread or process)."""
-        with self._lock:
-            if not self._lock.wait_for(lambda: len(self.requests) >= count, timeout):
-                raise TimeoutError(f"fake_openai saw {len(self.requests)} requests, not {count}")
-            return list(self.requests)
-
-    def _next(self, request: Recorded) -> Scripted:
-        with self._lock:
-            self.requests.append(request)
-            self._lock.notify_all()
-            return self._script.popleft() if self._script else self._then
-
-    def start(self) -> FakeOpenAI:
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._stopping.set()
-        self._server.shutdown()
-        self._thread.join()
-        self._server.server_close()  # also joins the handler threads
-
-    def __enter__(self) -> FakeOpenAI:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-
-def _handler(fake: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        # HTTP/1.0: one request per connection, so no idle keep-alive thread outlives a test
-        protocol_version = "HTTP/1.0"
-
-        def do_GET(self) -> None:
-            """``GET /v1/models``, for ``pizzamail models --check``; not recorded, not scripted."""
-            models = {"object": "list", "data": [{"id": "gpt-fake", "object": "model"}]}
-            if self.path.rstrip("/") == "/v1/models":
-                self._send(Scripted(payload=models), None)
-            else:
-                self._send(error(404, f"fake_openai: no route {self.path}"), None)
-
-        def do_POST(self) -> None:
-            length = int(self.headers.get("Content-Length") or 0)
-            raw = self.rfile.read(length)
-            try:
-                body: Any = json.loads(raw)
-            except ValueError:
-                body = raw.decode("utf-8", "replace")
-            recorded = Recorded(method="POST", path=self.path, body=body,
-                                headers={k.lower(): v for k, v in self.headers.items()})
-            if self.path.rstrip("/") != "/v1/chat/completions":
-                self._send(error(404, f"fake_openai: no route {self.path}"), body)
-                return
-            self._send(fake._next(recorded), body)
-
-        def _send(self, item: Scripted, request: Any) -> None:
-            while item.gate is not None and not item.gate.wait(0.05) and not fake._stopping.is_set():
-                pass  # held until the test opens the gate (or the server stops)
-            if item.delay:
-                fake._stopping.wait(item.delay)
-            data = item.raw if item.raw is not None else _payload(item, request)
-            try:
-                self.send_response(item.status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                for name, value in item.headers.items():
-                    self.send_header(name, value)
-                self.end_headers()
-                self.wfile.write(data)
-            except (BrokenPipeError, ConnectionResetError):
-                pass  # the client gave up (a timeout test): nothing to answer
-
-        def log_message(self, format: str, *args: Any) -> None:
-            pass  # keep test output clean
-
-    return Handler
-
-
-def _payload(item: Scripted, request: Any) -> bytes:
-    payload = dict(item.payload or {})
-    if "model" in payload and payload["model"] is None:
-        payload["model"] = request.get("model") if isinstance(request, dict) else "fake"
-    return json.dumps(payload).encode()
+    def error(self, status: int, message: str) -> Scripted:
+        return error(status, message)
 
 
 @pytest.fixture
