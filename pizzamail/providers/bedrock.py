@@ -22,6 +22,7 @@ from urllib.parse import quote
 import httpx
 
 from pizzamail.errors import ProviderError, ProviderNotConfigured
+from pizzamail.providers.blocks import merge_tool_results, tool_call
 from pizzamail.providers.http import JsonEndpoint, Sleep, complete_fitting, malformed
 from pizzamail.providers.types import Message, Response, ToolCall, ToolSpec, Usage
 
@@ -172,20 +173,8 @@ def request_body(messages: list[Message], tools: list[ToolSpec], *,
 
 
 def wire_messages(messages: list[Message]) -> list[dict[str, Any]]:
-    """Messages in Converse's shape, consecutive tool results merged into one user message."""
-    out: list[dict[str, Any]] = []
-    for message in messages:
-        wire = wire_message(message)
-        if message.role == "tool" and out and _is_tool_results(out[-1]):
-            out[-1]["content"].extend(wire["content"])
-        else:
-            out.append(wire)
-    return out
-
-
-def _is_tool_results(wire: dict[str, Any]) -> bool:
-    content = wire.get("content") or []
-    return wire.get("role") == "user" and bool(content) and all("toolResult" in b for b in content)
+    """Messages in Converse's shape."""
+    return merge_tool_results(messages, wire_message)
 
 
 def wire_message(message: Message) -> dict[str, Any]:
@@ -225,12 +214,7 @@ def parse_response(data: Any, *, model: str) -> Response:
 
 
 def parse_tool_use(block: dict[str, Any]) -> ToolCall:
-    arguments = block.get("input")
-    error = None
-    if not isinstance(arguments, dict):
-        error = f"the tool input must be a JSON object, not {type(arguments).__name__}"
-        arguments = {}
-    return ToolCall(id=str(block["toolUseId"]), name=str(block["name"]), arguments=arguments, error=error)
+    return tool_call(block["toolUseId"], block["name"], block.get("input"))
 
 
 def _malformed(why: str) -> ProviderError:
