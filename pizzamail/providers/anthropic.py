@@ -8,13 +8,12 @@ object (not a JSON string); tool results are ``tool_result`` blocks (with ``is_e
 
 from __future__ import annotations
 
-import asyncio
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 from pizzamail.errors import ProviderError
 from pizzamail.providers.blocks import merge_tool_results, tool_call
-from pizzamail.providers.http import JsonEndpoint, Sleep, complete_fitting, malformed
+from pizzamail.providers.http import HttpProvider, complete_fitting, malformed
 from pizzamail.providers.types import Message, Response, ToolCall, ToolSpec, Usage
 
 API_VERSION = "2023-06-01"
@@ -28,35 +27,17 @@ def headers(api_key: str) -> dict[str, str]:
 
 
 @dataclass(kw_only=True)
-class AnthropicProvider:
+class AnthropicProvider(HttpProvider):
     """One Anthropic-compatible endpoint and model. Close it with ``aclose``."""
 
-    name: str
     base_url: str = DEFAULT_BASE_URL
-    model: str
     api_key: str
-    timeout: float = 120.0
-    max_retries: int = 4
     max_tokens: int = DEFAULT_MAX_TOKENS
-    sleep: Sleep = asyncio.sleep
-    """injectable so tests check the wait without waiting"""
-    key_entry: str = ""
-    supports_tools: bool = True
-    _endpoint: JsonEndpoint | None = field(default=None, repr=False)
 
-    def endpoint(self) -> JsonEndpoint:
-        if self._endpoint is None:
-            self._endpoint = JsonEndpoint(
-                name=self.name, base_url=self.base_url, model=self.model, headers=headers(self.api_key),
-                timeout=self.timeout, max_retries=self.max_retries, sleep=self.sleep,
-                key_entry=self.key_entry, wire="Anthropic Messages",
-            )
-        return self._endpoint
+    wire: ClassVar[str] = "Anthropic Messages"
 
-    async def aclose(self) -> None:
-        if self._endpoint is not None:
-            await self._endpoint.aclose()
-            self._endpoint = None
+    def request_headers(self) -> dict[str, str]:
+        return headers(self.api_key)
 
     async def complete(self, messages: list[Message], tools: list[ToolSpec]) -> Response:
         async def send(fitting: list[Message]) -> Response:

@@ -12,18 +12,17 @@ Differences from Anthropic Messages: every content item is a one-key object (``{
 
 from __future__ import annotations
 
-import asyncio
 import os
 from collections.abc import Generator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 from urllib.parse import quote
 
 import httpx
 
 from pizzamail.errors import ProviderError, ProviderNotConfigured
 from pizzamail.providers.blocks import merge_tool_results, tool_call
-from pizzamail.providers.http import JsonEndpoint, Sleep, complete_fitting, malformed
+from pizzamail.providers.http import HttpProvider, complete_fitting, malformed
 from pizzamail.providers.types import Message, Response, ToolCall, ToolSpec, Usage
 
 DEFAULT_REGION = "us-east-1"
@@ -118,35 +117,20 @@ def auth_for(name: str, api_key: str, region: str) -> tuple[dict[str, str], http
 
 
 @dataclass(kw_only=True)
-class BedrockProvider:
+class BedrockProvider(HttpProvider):
     """One Bedrock Converse endpoint and model. Close it with ``aclose``."""
 
-    name: str
-    base_url: str
-    model: str
     headers: dict[str, str] = field(default_factory=dict)
     auth: httpx.Auth | None = None
-    timeout: float = 120.0
-    max_retries: int = 4
     max_tokens: int = DEFAULT_MAX_TOKENS
-    sleep: Sleep = asyncio.sleep
-    key_entry: str = ""
-    supports_tools: bool = True
-    _endpoint: JsonEndpoint | None = field(default=None, repr=False)
 
-    def endpoint(self) -> JsonEndpoint:
-        if self._endpoint is None:
-            self._endpoint = JsonEndpoint(
-                name=self.name, base_url=self.base_url, model=self.model, headers=self.headers,
-                auth=self.auth, timeout=self.timeout, max_retries=self.max_retries, sleep=self.sleep,
-                key_entry=self.key_entry, wire=WIRE,
-            )
-        return self._endpoint
+    wire: ClassVar[str] = WIRE
 
-    async def aclose(self) -> None:
-        if self._endpoint is not None:
-            await self._endpoint.aclose()
-            self._endpoint = None
+    def request_headers(self) -> dict[str, str]:
+        return self.headers
+
+    def request_auth(self) -> httpx.Auth | None:
+        return self.auth
 
     async def complete(self, messages: list[Message], tools: list[ToolSpec]) -> Response:
         async def send(fitting: list[Message]) -> Response:

@@ -14,7 +14,7 @@ import logging
 import random
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar, Self
 
 import httpx
 
@@ -116,6 +116,54 @@ class JsonEndpoint:
             404: f"check `[agent] model` and `[providers.{self.name}] base_url` in config.toml",
         }.get(reply.status_code)
         return ProviderError(message, hint=hint)
+
+
+@dataclass(kw_only=True)
+class HttpProvider:
+    """What every HTTP provider has: where it is, how patient it is, and its lazily opened
+    :class:`JsonEndpoint`. A provider names its wire format and adds its own credentials."""
+
+    name: str
+    """the provider's name in config, used in messages and hints"""
+    base_url: str
+    model: str
+    timeout: float = 120.0
+    max_retries: int = 4
+    sleep: Sleep = asyncio.sleep
+    """injectable so tests check the wait without waiting"""
+    key_entry: str = ""
+    """the keyring entry named in the 401 hint (default: ``name``)"""
+    supports_tools: bool = True
+    _endpoint: JsonEndpoint | None = field(default=None, repr=False)
+
+    #: the wire format's name in error messages
+    wire: ClassVar[str] = "JSON"
+
+    def request_headers(self) -> dict[str, str]:
+        return {}
+
+    def request_auth(self) -> httpx.Auth | None:
+        return None
+
+    def endpoint(self) -> JsonEndpoint:
+        if self._endpoint is None:
+            self._endpoint = JsonEndpoint(
+                name=self.name, base_url=self.base_url, model=self.model, headers=self.request_headers(),
+                auth=self.request_auth(), timeout=self.timeout, max_retries=self.max_retries,
+                sleep=self.sleep, key_entry=self.key_entry, wire=self.wire,
+            )
+        return self._endpoint
+
+    async def aclose(self) -> None:
+        if self._endpoint is not None:
+            await self._endpoint.aclose()
+            self._endpoint = None
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
 
 
 async def complete_fitting(

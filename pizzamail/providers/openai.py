@@ -8,15 +8,14 @@ arguments arrive as a JSON *string* that may be invalid; such a call is passed o
 
 from __future__ import annotations
 
-import asyncio
 import json
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 from pizzamail.errors import ProviderError
 from pizzamail.providers.http import (
     MAX_WAIT,
-    JsonEndpoint,
+    HttpProvider,
     Sleep,
     backoff,
     complete_fitting,
@@ -28,43 +27,16 @@ __all__ = ["MAX_WAIT", "OpenAIProvider", "Sleep", "backoff", "parse_response", "
 
 
 @dataclass(kw_only=True)
-class OpenAIProvider:
+class OpenAIProvider(HttpProvider):
     """One OpenAI-compatible endpoint and model. Close it with ``aclose`` (or ``async with``)."""
 
-    name: str
-    """the provider's name in config (``openai``, or a user-defined one such as ``local``)"""
-    base_url: str
-    model: str
     api_key: str
-    timeout: float = 120.0
-    max_retries: int = 4
-    sleep: Sleep = asyncio.sleep
-    """injectable so tests check the wait without waiting"""
-    supports_tools: bool = True
-    key_entry: str = ""
-    """the keyring entry named in the 401 hint (default: ``name``)"""
-    _endpoint: JsonEndpoint | None = field(default=None, repr=False)
+    """empty for a server that takes no key (then no Authorization header is sent)"""
 
-    def endpoint(self) -> JsonEndpoint:
-        if self._endpoint is None:
-            self._endpoint = JsonEndpoint(
-                name=self.name, base_url=self.base_url, model=self.model, timeout=self.timeout,
-                headers={"Authorization": f"Bearer {self.api_key}"} if self.api_key else {},
-                max_retries=self.max_retries, sleep=self.sleep, key_entry=self.key_entry,
-                wire="Chat Completions",
-            )
-        return self._endpoint
+    wire: ClassVar[str] = "Chat Completions"
 
-    async def aclose(self) -> None:
-        if self._endpoint is not None:
-            await self._endpoint.aclose()
-            self._endpoint = None
-
-    async def __aenter__(self) -> OpenAIProvider:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()
+    def request_headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
 
     async def complete(self, messages: list[Message], tools: list[ToolSpec]) -> Response:
         async def send(fitting: list[Message]) -> Response:
