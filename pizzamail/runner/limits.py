@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pizzamail.config import AgentSettings, Config
 from pizzamail.providers.types import Message, Response
 from pizzamail.runner.steps import AgentStep, ModelStep, ToolStep
+from pizzamail.store.usage import Usage
 
 LIMIT_PREFIX = "limit:"
 
@@ -27,11 +28,8 @@ LIMITS = {
 
 
 @dataclass(frozen=True, kw_only=True)
-class RunUsage:
-    model_calls: int = 0
-    tool_calls: int = 0
-    input_tokens: int = 0
-    output_tokens: int = 0
+class RunUsage(Usage):
+    """A run's usage as its limits and its reply footer see it."""
 
     @property
     def tokens(self) -> int:
