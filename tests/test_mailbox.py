@@ -8,7 +8,7 @@ import os
 import pytest
 
 from pizzamail.home import Home
-from pizzamail.mailbox import STANDARD_FOLDERS, Mailbox
+from pizzamail.mailbox import STANDARD_FOLDERS, Mailbox, maildir
 from pizzamail.mailbox.demo import seed_demo_data
 from pizzamail.mailbox.filing import file_pending
 from pizzamail.store.blobs import BlobStore
@@ -132,3 +132,14 @@ async def test_read_header_stops_after_the_header_even_when_it_is_long(mailbox: 
     head = mailbox.read_header(inbox, row)
     assert head.startswith(header + b"\r\n")
     assert len(head) < len(header) + 2 + 8192
+
+
+async def test_a_file_written_before_a_crash_is_indexed_not_written_again(mailbox: Mailbox) -> None:
+    inbox = await mailbox.folder("INBOX")
+    assert inbox is not None
+    # the crash came between the rename into cur/ and the index commit
+    maildir.write_atomic(mailbox.path(inbox), "1700000000.P0Q7.pizzamail", MAIL, 1700000000, {"\\Seen"})
+    uid = await mailbox.deliver(inbox, MAIL, flags={"\\Seen"}, base="1700000000.P0Q7.pizzamail")
+    [row] = await mailbox.messages(inbox)
+    assert (row.uid, row.subdir, row.flags) == (uid, "cur", {"\\Seen"})
+    assert len(os.listdir(mailbox.path(inbox) / "cur")) == 1

@@ -180,10 +180,10 @@ class Mailbox:
             uid = await self._indexed_uid(folder, base)
             if uid is not None:
                 return uid
-            existing = maildir.scan(self.path(folder)).get(base)
+            existing = maildir.written(self.path(folder), base, flag_set)
         base = base or _unique_base()
         if existing is not None:
-            subdir = existing[0]
+            subdir = existing
         else:
             subdir = maildir.write_atomic(self.path(folder), base, data, stamp, flag_set)
         uid = await self._index(folder, base, subdir, len(data), stamp, flag_set, message_ref)

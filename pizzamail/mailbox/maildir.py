@@ -81,6 +81,18 @@ def write_atomic(folder: Path, base: str, data: bytes, mtime: int, flags: set[st
     return subdir
 
 
+def written(folder: Path, base: str, flags: set[str]) -> str | None:
+    """The subdir where :func:`write_atomic` put ``base`` with ``flags``, if the file is there.
+
+    Only the two names it can have are looked at, not the whole folder: until the file is
+    indexed nobody can change its flags, so its name is still the one it was written under.
+    """
+    for subdir in ("new", "cur"):
+        if (folder / subdir / file_name(base, subdir, flags)).exists():
+            return subdir
+    return None
+
+
 def scan(folder: Path) -> dict[str, tuple[str, str]]:
     """Files present in ``new/`` and ``cur/``: base name -> (subdir, file name)."""
     found: dict[str, tuple[str, str]] = {}
