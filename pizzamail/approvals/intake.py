@@ -37,8 +37,7 @@ class Decided:
 
 
 async def routed_action(store: Store, msg: EmailMessage, recipients: list[str]) -> HeldAction | None:
-    async with store.write() as db:
-        return await find_action(db, route(msg, recipients))
+    return await find_action(store, route(msg, recipients))
 
 
 async def draft_action(store: Store, msg: EmailMessage) -> HeldAction | None:

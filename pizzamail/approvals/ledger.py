@@ -63,17 +63,14 @@ async def action_by_id(db: aiosqlite.Connection, action_id: int) -> HeldAction |
     return HeldAction(**dict(row)) if row else None
 
 
-async def find_action(db: aiosqlite.Connection, found: Route) -> HeldAction | None:
-    """The action a reply names: by nonce, else by the request's Message-ID it answers."""
-    for nonce in found.nonces:
-        async with db.execute("SELECT * FROM held_actions WHERE nonce = ?", (nonce,)) as cursor:
-            row = await cursor.fetchone()
-        if row is not None:
-            return HeldAction(**dict(row))
-    for message_id in found.message_ids:
-        async with db.execute("SELECT * FROM held_actions WHERE request_message_id = ?",
-                              (message_id,)) as cursor:
-            row = await cursor.fetchone()
+async def find_action(store: Store, found: Route) -> HeldAction | None:
+    """The action a reply names: by nonce, else by the request's Message-ID it answers.
+
+    A plain read: the decision is applied later by a guarded UPDATE, which sees the real state.
+    """
+    lookups = [("nonce", n) for n in found.nonces] + [("request_message_id", m) for m in found.message_ids]
+    for column, value in lookups:
+        row = await store.fetchone(f"SELECT * FROM held_actions WHERE {column} = ?", (value,))
         if row is not None:
             return HeldAction(**dict(row))
     return None
