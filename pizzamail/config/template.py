@@ -1,0 +1,75 @@
+"""The ``config.toml`` that ``pizzamail init`` writes: core settings documented, examples for the rest."""
+
+from __future__ import annotations
+
+from dataclasses import fields
+
+from pizzamail.config.sections import AccountSettings, AgentSettings, RunnerSettings, ServerSettings
+
+
+def default_config_text() -> str:
+    """The config.toml written by ``pizzamail init``: every setting with its default, documented."""
+    lines = ["# pizzamail settings. Secrets are never stored here: see `pizzamail keys --help`.", ""]
+    for name, cls in (("server", ServerSettings), ("account", AccountSettings),
+                      ("agent", AgentSettings), ("runner", RunnerSettings)):
+        lines.append(f"[{name}]")
+        for f in fields(cls):
+            lines.append(f"{f.name} = {_toml(f.default)}  # {f.metadata['doc']}")
+        lines.append("")
+    lines += [
+        "# Any OpenAI-compatible endpoint; select it with agent.model = \"NAME:MODEL\".",
+        "[providers.openai]",
+        'base_url = "https://api.openai.com/v1"',
+        "# key: found in the keyring (`pizzamail keys set openai`) or $OPENAI_API_KEY",
+        "",
+        *_TOOLS_EXAMPLE,
+    ]
+    return "\n".join(lines)
+
+
+_TOOLS_EXAMPLE = [
+    "# MCP servers (`pizzamail mcp add`, `pizzamail mcp list`). Nothing starts unless enabled = true.",
+    "# [mcp.servers.files]",
+    "# enabled = true",
+    '# command = "npx"',
+    '# args = ["-y", "@modelcontextprotocol/server-filesystem", "/home/you/notes"]',
+    "# [mcp.servers.files.policy]     # per tool: auto (run), ask (hold for approval), deny",
+    '# "read_*" = "auto"',
+    "# [mcp.servers.github]",
+    "# enabled = true",
+    '# url = "https://api.githubcopilot.com/mcp/"',
+    '# headers = { Authorization = "Bearer ${secret:github}" }   # `pizzamail keys set github`',
+    "",
+    "# [tools.policy]                 # by the name the model sees: post_progress, files__read_file …",
+    '# "write_file" = "ask"',
+    "# [skills]",
+    '# paths = ["~/.agents/skills"]   # besides skills/ in this folder',
+    "",
+    "# [approvals]",
+    '# expires = "2h"                 # a held call nobody decided expires (default: never)',
+    '# remind_after = "1d"            # one reminder in the thread',
+    "# [relay]                        # approved drafts (draft_email) are sent through it",
+    '# host = "smtp.example.com"',
+    "# port = 587",
+    '# security = "starttls"          # or "ssl" (port 465), "none" (loopback only)',
+    '# user = "you@example.com"       # password: `pizzamail keys set relay`',
+    "",
+    "# Schedules (`pizzamail schedule add/list/rm`, `pizzamail triggers`): one thread per schedule.",
+    "# [schedules.morning]",
+    '# cron = "0 8 * * 1-5"           # weekdays at 8',
+    '# tz = "Europe/Berlin"',
+    '# prompt = "Summarise what changed in my projects since yesterday"',
+    '# catch_up = "once"              # after downtime: once (one missed occurrence) or skip',
+    "# Webhooks: POST http://127.0.0.1:8025/hooks/NAME, secret: `pizzamail keys set hook:NAME`",
+    "# [hooks.github]",
+    '# auth = "hmac"                  # X-Pizzamail-Signature; or "bearer" (Authorization: Bearer)',
+    '# prompt = "New issue: {{ payload.issue.title }}"   # Jinja2; default: the whole payload',
+    '# thread = "new"                 # or "one": every delivery continues one thread',
+    "",
+]
+
+
+def _toml(value: object) -> str:
+    if isinstance(value, str):
+        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    return str(value).lower() if isinstance(value, bool) else str(value)

@@ -1,0 +1,77 @@
+"""The trigger sections of ``config.toml``: ``[schedules.NAME]`` and ``[hooks.NAME]``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pizzamail.config.fields import check_trigger_name, one_of, positive, section, setting
+from pizzamail.errors import ConfigError
+
+
+def cron_check(value: str) -> str | None:
+    from pizzamail.triggers.cron import cron_problem  # croniter is imported only when used
+
+    return cron_problem(value)
+
+
+def tz_check(value: str) -> str | None:
+    from pizzamail.triggers.cron import tz_problem
+
+    return tz_problem(value)
+
+
+CATCH_UP = ("once", "skip")
+HOOK_AUTH = ("hmac", "bearer")
+HOOK_THREAD = ("new", "one")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ScheduleSettings:
+    """One ``[schedules.NAME]``: a prompt started in the schedule's own thread at each cron time."""
+
+    cron: str = setting("", "cron expression, such as \"0 8 * * 1-5\" (weekdays at 8)", cron_check)
+    tz: str = setting("UTC", "IANA time zone the cron expression is read in, such as Europe/Berlin", tz_check)
+    prompt: str = setting("", "the task given to the agent at each occurrence")
+    catch_up: str = setting("once", "after downtime: once (run one missed occurrence) or skip",
+                            one_of(CATCH_UP))
+    enabled: bool = setting(True, "false pauses the schedule")
+
+
+@dataclass(frozen=True, kw_only=True)
+class HookSettings:
+    """One ``[hooks.NAME]``: ``POST /hooks/NAME`` starts a task (secret: `pizzamail keys set hook:NAME`)."""
+
+    auth: str = setting("hmac", "hmac (X-Pizzamail-Signature) or bearer (Authorization: Bearer)",
+                        one_of(HOOK_AUTH))
+    prompt: str = setting("", "Jinja2 template for the task, given payload (default: the payload)")
+    thread: str = setting("new", "new (a thread per delivery) or one (one thread for this hook)",
+                          one_of(HOOK_THREAD))
+    max_body: int = setting(1024 * 1024, "largest body accepted, bytes", positive)
+    rate: int = setting(30, "deliveries accepted per minute (burst of the same size)", positive)
+
+
+
+def schedule_settings(name: str, table: object) -> ScheduleSettings:
+    """One ``[schedules.NAME]`` section, validated (also used by ``pizzamail schedule add``)."""
+    prefix = f"schedules.{name}"
+    check_trigger_name(prefix, name)
+    settings = section(ScheduleSettings, table, prefix)
+    if not settings.cron:
+        raise ConfigError(f"{prefix}.cron", "", "a cron expression such as \"0 8 * * 1-5\"")
+    if not settings.prompt.strip():
+        raise ConfigError(f"{prefix}.prompt", settings.prompt, "the task text (not empty)")
+    return settings
+
+
+def hook_settings(name: str, table: object) -> HookSettings:
+    prefix = f"hooks.{name}"
+    check_trigger_name(prefix, name)
+    settings = section(HookSettings, table, prefix)
+    if settings.prompt:
+        from pizzamail.triggers.hooks import template_problem
+
+        problem = template_problem(settings.prompt)
+        if problem:
+            raise ConfigError(f"{prefix}.prompt", settings.prompt, problem)
+    return settings
+
