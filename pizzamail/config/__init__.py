@@ -29,15 +29,46 @@ from pizzamail.config.sections import (
     ToolsSettings,
 )
 from pizzamail.config.template import default_config_text
-from pizzamail.config.triggers import HookSettings, ScheduleSettings, hook_settings, schedule_settings
+from pizzamail.config.triggers import (
+    HookSettings,
+    ScheduleSettings,
+    SenderSettings,
+    hook_settings,
+    schedule_settings,
+    sender_settings,
+)
+from pizzamail.config.watches import WatchSettings, watch_settings
 from pizzamail.errors import ConfigError
 
 __all__ = [
-    "BUILTIN_PROVIDERS", "POLICIES", "PROVIDER_KINDS", "AccountSettings", "AgentSettings",
-    "ApprovalsSettings", "Config", "HookSettings", "McpServerSettings", "McpSettings",
-    "ProviderSettings", "RelaySettings", "RunnerSettings", "ScheduleSettings", "ServerSettings",
-    "SkillsSettings", "ToolsSettings", "default_config_text", "duration_seconds", "hook_settings",
-    "load_config", "mcp_server", "parse_config", "schedule_settings",
+    "BUILTIN_PROVIDERS",
+    "POLICIES",
+    "PROVIDER_KINDS",
+    "AccountSettings",
+    "AgentSettings",
+    "ApprovalsSettings",
+    "Config",
+    "HookSettings",
+    "McpServerSettings",
+    "McpSettings",
+    "ProviderSettings",
+    "RelaySettings",
+    "RunnerSettings",
+    "ScheduleSettings",
+    "SenderSettings",
+    "ServerSettings",
+    "SkillsSettings",
+    "ToolsSettings",
+    "WatchSettings",
+    "default_config_text",
+    "duration_seconds",
+    "hook_settings",
+    "load_config",
+    "mcp_server",
+    "parse_config",
+    "schedule_settings",
+    "sender_settings",
+    "watch_settings",
 ]
 
 
@@ -55,6 +86,8 @@ class Config:
     relay: RelaySettings = field(default_factory=RelaySettings)
     schedules: dict[str, ScheduleSettings] = field(default_factory=dict)
     hooks: dict[str, HookSettings] = field(default_factory=dict)
+    senders: dict[str, SenderSettings] = field(default_factory=dict)
+    watches: dict[str, WatchSettings] = field(default_factory=dict)
 
     @property
     def domain(self) -> str:
@@ -88,7 +121,7 @@ def parse_config(data: dict[str, Any]) -> Config:
     sections = {"server": ServerSettings, "account": AccountSettings, "agent": AgentSettings,
                 "runner": RunnerSettings, "tools": ToolsSettings, "skills": SkillsSettings,
                 "approvals": ApprovalsSettings, "relay": RelaySettings}
-    known = (*sections, "providers", "mcp", "schedules", "hooks")
+    known = (*sections, "providers", "mcp", "schedules", "hooks", "senders", "watches")
     for key in data:
         if key not in known:
             raise ConfigError(key, data[key], "sections " + ", ".join(known))
@@ -99,13 +132,29 @@ def parse_config(data: dict[str, Any]) -> Config:
     kwargs["mcp"] = _mcp(data.get("mcp", {}))
     kwargs["schedules"] = named(data.get("schedules", {}), "schedules", schedule_settings)
     kwargs["hooks"] = named(data.get("hooks", {}), "hooks", hook_settings)
+    kwargs["senders"] = named(data.get("senders", {}), "senders", sender_settings)
+    kwargs["watches"] = named(data.get("watches", {}), "watches", watch_settings)
     config = Config(**kwargs)
     relay = config.relay
     if relay.security == "none" and relay.host and relay.host not in ("127.0.0.1", "::1", "localhost"):
         raise ConfigError("relay.security", "none", "starttls or ssl for a relay beyond loopback")
     if config.account.address == config.agent.address:
         raise ConfigError("agent.address", config.agent.address, "an address other than yours")
+    _check_senders(config)
     return config
+
+
+def _check_senders(config: Config) -> None:
+    """Every login and every From address belongs to exactly one account."""
+    logins = {config.account.user: "account.user"}
+    addresses = {config.account.address.lower(): "account.address",
+                 config.agent.address.lower(): "agent.address"}
+    for name, sender in config.senders.items():
+        for key, value, seen in (("user", sender.login(name), logins),
+                                 ("address", sender.address.lower(), addresses)):
+            if value in seen:
+                raise ConfigError(f"senders.{name}.{key}", value, f"a value other than {seen[value]}'s")
+            seen[value] = f"senders.{name}.{key}"
 
 
 def _providers(data: object) -> dict[str, ProviderSettings]:

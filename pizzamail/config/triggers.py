@@ -1,10 +1,19 @@
-"""The trigger sections of ``config.toml``: ``[schedules.NAME]`` and ``[hooks.NAME]``."""
+"""The trigger sections of ``config.toml``: ``[schedules.NAME]``, ``[hooks.NAME]``, ``[senders.NAME]``."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pizzamail.config.fields import check_trigger_name, one_of, positive, section, setting
+from pizzamail.config.fields import (
+    address_problem,
+    check_trigger_name,
+    one_of,
+    policies_problem,
+    positive,
+    section,
+    setting,
+    user_problem,
+)
 from pizzamail.errors import ConfigError
 
 
@@ -75,3 +84,33 @@ def hook_settings(name: str, table: object) -> HookSettings:
             raise ConfigError(f"{prefix}.prompt", settings.prompt, problem)
     return settings
 
+
+
+@dataclass(frozen=True, kw_only=True)
+class SenderSettings:
+    """One ``[senders.NAME]``: a program that submits tasks by mail with its own SMTP login.
+
+    Its login is ``user`` (default: NAME), its password is in the keyring (``pizzamail account
+    password --sender NAME``). It may start tasks; it decides approvals only with ``approve = true``.
+    """
+
+    address: str = setting("", "the From address it submits as, such as cron@localhost",
+                           lambda v: address_problem(v) if v else None)
+    user: str = setting("", "its SMTP login name (default: the section's NAME)",
+                        lambda v: user_problem(v) if v else None)
+    approve: bool = setting(False, "true lets its mail decide approvals (default: it may not)")
+    policy: dict[str, str] = setting({}, "tool glob -> auto, ask or deny for the runs its mail starts"  # noqa: RUF009
+                                     " (on top of [tools.policy])", policies_problem)
+    enabled: bool = setting(True, "false refuses its logins")
+
+    def login(self, name: str) -> str:
+        return self.user or name
+
+
+def sender_settings(name: str, table: object) -> SenderSettings:
+    prefix = f"senders.{name}"
+    check_trigger_name(prefix, name)
+    settings = section(SenderSettings, table, prefix)
+    if not settings.address:
+        raise ConfigError(f"{prefix}.address", "", "the address it sends from, such as cron@localhost")
+    return settings
