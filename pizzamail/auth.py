@@ -1,6 +1,8 @@
-"""Who may log in: the one mail account of the owner, password from the secrets module.
+"""Who may log in: the owner's mail account, and the programs configured as ``[senders.NAME]``.
 
-SMTP and IMAP share this check so both refuse the same way. Comparison is constant-time.
+SMTP accepts the owner and every enabled sender that has a password (keyring entry ``sender:NAME``);
+IMAP accepts only the owner, since the mailbox is the owner's alone. Every check compares against
+every login in constant time, so neither timing nor answer tells a guesser which login names exist.
 """
 
 from __future__ import annotations
@@ -8,24 +10,109 @@ from __future__ import annotations
 import hmac
 from dataclasses import dataclass
 
+from pizzamail.config import Config
+from pizzamail.secrets import SecretStore
+
+
+def sender_key(name: str) -> str:
+    """The keyring entry holding the password of ``[senders.NAME]``."""
+    return f"sender:{name}"
+
+
+def password_command(name: str) -> str:
+    """The command that shows (and on first use creates) a sender's password."""
+    return f"pizzamail account password --sender {name}"
+
+
+def _text(value: str | bytes) -> bytes:
+    return value if isinstance(value, bytes) else value.encode("utf-8", "replace")
+
 
 @dataclass(frozen=True, kw_only=True)
-class Accounts:
-    """The login names and passwords that may use our SMTP and IMAP servers."""
+class Login:
+    """One account that may submit mail by SMTP."""
 
     user: str
     password: str
-    #: the From addresses this account may submit as
     addresses: frozenset[str]
+    """the From addresses it may submit as (lower case)"""
+    sender: str = ""
+    """the NAME of its ``[senders.NAME]`` section; empty for the owner"""
+    approve: bool = True
+    """its mail may decide approvals (the owner: still only from an address on the approver list)"""
 
-    def check(self, user: str | bytes, password: str | bytes) -> bool:
-        if isinstance(user, bytes):
-            user = user.decode("utf-8", "replace")
-        if isinstance(password, bytes):
-            password = password.decode("utf-8", "replace")
-        user_ok = hmac.compare_digest(user.encode(), self.user.encode())
-        password_ok = hmac.compare_digest(password.encode(), self.password.encode())
-        return user_ok and password_ok
+    @property
+    def address(self) -> str:
+        """The address named in refusals."""
+        return min(self.addresses)
+
+    def matches(self, user: str | bytes, password: str | bytes) -> bool:
+        # both compared every time: no early exit that would time which of the two was wrong
+        user_ok = hmac.compare_digest(_text(user), _text(self.user))
+        password_ok = hmac.compare_digest(_text(password), _text(self.password))
+        return bool(self.password) and user_ok and password_ok
 
     def may_send_as(self, address: str) -> bool:
         return address.lower() in self.addresses
+
+
+@dataclass(frozen=True, kw_only=True)
+class Accounts:
+    """The logins of our SMTP and IMAP servers: the owner (both) and the senders (SMTP only)."""
+
+    user: str
+    password: str
+    addresses: frozenset[str]
+    """the From addresses the owner may submit as"""
+    senders: tuple[Login, ...] = ()
+    """enabled ``[senders.NAME]`` with a password"""
+
+    @property
+    def owner(self) -> Login:
+        return Login(user=self.user, password=self.password, addresses=self.addresses)
+
+    def check(self, user: str | bytes, password: str | bytes) -> bool:
+        """The IMAP login: the owner only (a sender's login fails like a wrong password)."""
+        return self.owner.matches(user, password)
+
+    def smtp_login(self, user: str | bytes, password: str | bytes) -> Login | None:
+        """The SMTP login these credentials are, or None."""
+        found = None
+        for login in (self.owner, *self.senders):
+            if login.matches(user, password) and found is None:  # no early exit: same time for all
+                found = login
+        return found
+
+
+def accounts_for(config: Config, secrets: SecretStore) -> Accounts:
+    account = config.account
+    return Accounts(user=account.user, password=secrets.account_password(),
+                    addresses=frozenset({account.address.lower()}), senders=sender_logins(config, secrets))
+
+
+def sender_logins(config: Config, secrets: SecretStore) -> tuple[Login, ...]:
+    """The senders that can log in: enabled, with a password in the keyring."""
+    logins = []
+    for name, sender in config.senders.items():
+        password = secrets.get(sender_key(name)) if sender.enabled else None
+        if password:
+            logins.append(Login(user=sender.login(name), password=password, sender=name,
+                                addresses=frozenset({sender.address.lower()}), approve=sender.approve))
+    return tuple(logins)
+
+
+def without_password(config: Config, secrets: SecretStore) -> list[str]:
+    """Enabled senders that cannot log in because the keyring has no password for them."""
+    return [name for name, s in config.senders.items() if s.enabled and not secrets.get(sender_key(name))]
+
+
+def approvers(config: Config) -> frozenset[str]:
+    """Who may decide approvals: ``[approvals] approvers``, and the senders with ``approve = true``."""
+    return config.approvers | {s.address.lower() for s in config.senders.values() if s.approve}
+
+
+def run_rules(config: Config, sender: str) -> dict[str, str]:
+    """Extra tool policy for a run whose task mail came from ``sender``: its ``[senders.NAME]``
+    policy (also when it is disabled now: the run was started under it), else none."""
+    sender = sender.lower()
+    return next((dict(s.policy) for s in config.senders.values() if s.address.lower() == sender), {})

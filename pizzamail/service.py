@@ -17,7 +17,7 @@ from collections.abc import Callable, Coroutine
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 
-from pizzamail.auth import Accounts
+from pizzamail.auth import Accounts, accounts_for, approvers, password_command, without_password
 from pizzamail.composer import Composer
 from pizzamail.config import Config
 from pizzamail.errors import ConfigError
@@ -155,10 +155,12 @@ class Service:
             runner.wake()
             self._spawn(file_and_sync())
 
+        for name in without_password(self.config, self.secrets):
+            log.warning("sender %s has no password and cannot log in; run `%s`", name, password_command(name))
         handler = IntakeHandler(
             store=store, blobs=blobs, accounts=self.accounts(),
             agents=frozenset({self.config.agent.address.lower()}), domain=self.config.domain,
-            on_stored=stored, composer=composer, approvers=self.config.approvers,
+            on_stored=stored, composer=composer, approvers=approvers(self.config),
         )
         settings = self.config.server
         server = await start_smtp_server(
@@ -170,10 +172,8 @@ class Service:
         return int(server.sockets[0].getsockname()[1])
 
     def accounts(self) -> Accounts:
-        return Accounts(
-            user=self.config.account.user, password=self.secrets.account_password(),
-            addresses=frozenset({self.config.account.address.lower()}),
-        )
+        """The owner (SMTP and IMAP) and the enabled senders with a password (SMTP only)."""
+        return accounts_for(self.config, self.secrets)
 
     def _spawn(self, work: Coroutine[object, object, object]) -> None:
         task = asyncio.ensure_future(work)

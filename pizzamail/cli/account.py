@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import secrets as _random
 import sys
 
 import click
 
+from pizzamail.auth import sender_key
 from pizzamail.cli.app import App
+from pizzamail.config import SenderSettings
 from pizzamail.secrets import ACCOUNT_PASSWORD
 
 
@@ -16,10 +19,44 @@ def account() -> None:
 
 
 @account.command("password")
+@click.option("--sender", "name", metavar="NAME",
+              help="Print the password of the program [senders.NAME] instead (created if missing).")
 @click.pass_obj
-def account_password(app: App) -> None:
-    """Print the mail password (for your mail client)."""
-    click.echo(app.secrets.account_password())
+def account_password(app: App, name: str | None) -> None:
+    """Print the mail password (for your mail client), or a sender's (for its program)."""
+    if name is None:
+        click.echo(app.secrets.account_password())
+        return
+    sender = _configured_sender(app, name)
+    click.echo(_sender_password(app, name))
+    click.echo(_sender_hint(app, name, sender), err=True)  # stderr: PASSWORD=$(…) gets the password only
+
+
+def _configured_sender(app: App, name: str) -> SenderSettings:
+    senders = app.config.senders
+    if name not in senders:
+        known = ", ".join(sorted(senders)) or "none; add a [senders.NAME] section to config.toml"
+        raise click.ClickException(f"no sender {name!r} in config.toml; configured senders: {known}")
+    return senders[name]
+
+
+def _sender_password(app: App, name: str) -> str:
+    """The stored password, or a new one stored now (the program needs it before it can log in)."""
+    key = sender_key(name)
+    password = app.secrets.get(key)
+    if not password:
+        password = _random.token_urlsafe(18)
+        app.home.create_dirs()
+        app.secrets.set(key, password)
+        app.secrets.remember_name(key, present=True)
+    return password
+
+
+def _sender_hint(app: App, name: str, sender: SenderSettings) -> str:
+    server = app.config.server
+    hint = (f"{name}: SMTP {server.host} port {server.smtp_port}, login {sender.login(name)},"
+            f" send from {sender.address}")
+    return hint if sender.enabled else hint + " (disabled: set enabled = true to let it log in)"
 
 
 @click.group()

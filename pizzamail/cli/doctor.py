@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import click
 
+from pizzamail.auth import password_command, sender_key
 from pizzamail.cli.app import App
 from pizzamail.cli.mcp import probe
 from pizzamail.cli.skills import catalog
@@ -50,6 +51,20 @@ def _keyring(app: App) -> Check:
 def _password(app: App) -> Check:
     app.secrets.account_password()
     return Check("ok", "account", f"user {app.config.account.user}, password stored")
+
+
+def _senders(app: App) -> Check:
+    """One line for all ``[senders.NAME]``: login, address, and whether it can log in."""
+    senders = app.config.senders
+    if not senders:
+        return Check("ok", "senders", "none configured")
+    parts, missing = [], False
+    for name, sender in sorted(senders.items()):
+        state = "disabled" if not sender.enabled else "password stored"
+        if sender.enabled and not app.secrets.get(sender_key(name)):
+            state, missing = f"no password: run `{password_command(name)}`", True
+        parts.append(f"{name} (login {sender.login(name)}, {sender.address}) {state}")
+    return Check("warn" if missing else "ok", "senders", "; ".join(parts))
 
 
 def _model(app: App) -> Check:
@@ -130,8 +145,8 @@ def _alive(pid: int) -> bool:
     return True
 
 
-CHECKS: list[Callable[[App], Check]] = [_home, _config, _keyring, _password, _model, _tls, _maildir, _mcp,
-                                        _skills, _server]
+CHECKS: list[Callable[[App], Check]] = [_home, _config, _keyring, _password, _senders, _model, _tls, _maildir,
+                                        _mcp, _skills, _server]
 _SEVERITY = {"model": "warn"}  # a missing model key still lets the server run
 
 

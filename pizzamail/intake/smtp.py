@@ -2,6 +2,10 @@
 
 Thin by design: it never runs the agent. ``250`` is sent only after the task is committed;
 afterwards ``on_stored`` tells the rest of the service (filing, runner) that work arrived.
+
+The session remembers which :class:`Login` authenticated (the owner or a ``[senders.NAME]``
+program): the envelope sender and the From header must be that login's own address, and a sender
+starts tasks only: it decides approvals only with ``approve = true`` and never mails anyone else.
 """
 
 from __future__ import annotations
@@ -11,14 +15,14 @@ import logging
 import ssl
 import warnings
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from aiosmtpd.smtp import SMTP, AuthResult, Envelope, LoginPassword, Session
 
 from pizzamail.approvals.decide import parse_message
 from pizzamail.approvals.intake import draft_action, record_decision, routed_action, send_decision
-from pizzamail.auth import Accounts
+from pizzamail.auth import Accounts, Login
 from pizzamail.composer import Composer
 from pizzamail.errors import PizzamailError, SmtpRefusal
 from pizzamail.intake.parse import ParsedMail, parse_mail
@@ -63,9 +67,14 @@ class IntakeHandler:
         self, server: SMTP, session: Session, envelope: Envelope, address: str,
         mail_options: list[str],
     ) -> str:
-        if not self.accounts.may_send_as(address):
+        try:
+            login = session_login(session)
+        except SmtpRefusal as exc:
+            return exc.smtp_reply()
+        if not login.may_send_as(address):
             return SmtpRefusal(
                 550, "5.7.1", f"<{address}> may not send tasks here; send from your own address"
+                f" ({login.address})"
             ).smtp_reply()
         envelope.mail_from = address
         envelope.mail_options.extend(mail_options)
@@ -75,17 +84,28 @@ class IntakeHandler:
         self, server: SMTP, session: Session, envelope: Envelope, address: str,
         rcpt_options: list[str],
     ) -> str:
-        if not self.is_agent(address) and not self._may_send_draft(envelope):
-            return self._not_an_agent(address).smtp_reply()
+        try:
+            self._check_recipient(session_login(session), envelope, address)
+        except SmtpRefusal as exc:
+            return exc.smtp_reply()
         # another address from an approver: accepted for now, and in DATA only as the send of a
         # pending draft (RCPT comes before the message that says which draft it is)
         envelope.rcpt_tos.append(address)
         return "250 2.1.5 OK"
 
+    def _check_recipient(self, login: Login, envelope: Envelope, address: str) -> None:
+        if self.is_agent(address):
+            return
+        if login.sender:  # a program's mail goes to the agent only, whatever it may decide
+            raise SmtpRefusal(550, "5.7.1", f"<{login.address}> may write only to the agent, not to"
+                              f" <{address}> (sending a draft to others is for the owner's account)")
+        if not self._may_send_draft(envelope):
+            raise self._not_an_agent(address)
+
     async def handle_DATA(self, server: SMTP, session: Session, envelope: Envelope) -> str:
         raw = envelope.original_content or b""
         try:
-            stored = await self._accept(raw, envelope)
+            stored = await self._accept(raw, envelope, session_login(session))
         except PizzamailError as exc:
             return exc.smtp_reply()
         if stored.duplicate:
@@ -96,29 +116,36 @@ class IntakeHandler:
         log.info("task stored: thread %s run %s (%d bytes)", stored.thread_id, stored.run_id, len(raw))
         return f"250 2.0.0 stored as thread {stored.thread_id}"
 
-    async def _accept(self, raw: bytes, envelope: Envelope) -> Stored:
-        parsed = parse_mail(raw)
-        if parsed.sender is not None and not self.accounts.may_send_as(parsed.sender):
-            raise SmtpRefusal(550, "5.7.1", f"From: <{parsed.sender}> is not your address")
+    async def _accept(self, raw: bytes, envelope: Envelope, login: Login) -> Stored:
+        parsed = _checked_sender(parse_mail(raw), envelope, login)
         if parsed.is_empty:
             raise SmtpRefusal(554, "5.6.0", "empty mail: write the task in the subject or body")
         outsiders = [r for r in envelope.rcpt_tos if not self.is_agent(r)]
         if outsiders:
             return await self._draft_sent(raw, parsed, outsiders)
-        if self.composer is not None:
-            decided = await self._decision(raw, parsed, envelope)
-            if decided is not None:
-                return decided
+        decided = await self._decision(raw, parsed, envelope, login)
+        if decided is not None:
+            return decided
         agent = self._agent_for(envelope.rcpt_tos)
         return await store_task(
             self.store, self.blobs, raw, parsed, agent=agent, domain=self.domain
         )
 
-    async def _decision(self, raw: bytes, parsed: ParsedMail, envelope: Envelope) -> Stored | None:
-        """A reply to an approval request: decided and committed here, or None for a task."""
+    async def _decision(
+        self, raw: bytes, parsed: ParsedMail, envelope: Envelope, login: Login
+    ) -> Stored | None:
+        """A reply to an approval request: decided and committed here, or None for a task.
+
+        A login that may not decide is refused rather than stored as a task, so its author learns
+        at once that nothing was approved (and a held action is never started twice over)."""
         msg = parse_message(raw)
         action = await routed_action(self.store, msg, envelope.rcpt_tos)
-        if action is None or self.composer is None:
+        if action is None:
+            return None
+        if not login.approve:
+            raise SmtpRefusal(550, "5.7.1", f"<{login.address}> may not decide approvals; only the"
+                              f" owner can (or set approve = true in [senders.{login.sender}])")
+        if self.composer is None:
             return None
         decided = await record_decision(
             self.store, self.blobs, raw, parsed, msg, action=action, approvers=self.approvers,
@@ -164,16 +191,36 @@ def _base_address(address: str) -> str:
     return f"{local.split('+', 1)[0]}@{domain}"
 
 
+def _checked_sender(parsed: ParsedMail, envelope: Envelope, login: Login) -> ParsedMail:
+    """The From header must be the login's own address too. Without one, the envelope sender
+    (already checked) is recorded, so the task's sender always says whose policy its run gets."""
+    if parsed.sender is not None and not login.may_send_as(parsed.sender):
+        raise SmtpRefusal(550, "5.7.1", f"From: <{parsed.sender}> is not your address ({login.address})")
+    if parsed.sender is None and envelope.mail_from:
+        return replace(parsed, sender=envelope.mail_from.lower())
+    return parsed
+
+
+def session_login(session: Session) -> Login:
+    """Who authenticated this session (the authenticator put it there)."""
+    login = session.auth_data
+    if not isinstance(login, Login):  # aiosmtpd refuses MAIL before AUTH; this is the backstop
+        raise SmtpRefusal(530, "5.7.0", "Authentication required")
+    return login
+
+
 def authenticator(accounts: Accounts) -> Callable[..., AuthResult]:
     def check(
         server: SMTP, session: Session, envelope: Envelope, mechanism: str, auth_data: Any
     ) -> AuthResult:
-        ok = isinstance(auth_data, LoginPassword) and accounts.check(
-            auth_data.login, auth_data.password
-        )
-        if not ok:
+        login = None
+        if isinstance(auth_data, LoginPassword):
+            login = accounts.smtp_login(auth_data.login, auth_data.password)
+        if login is None:
             log.warning("SMTP login failed from %s", session.peer)
-        return AuthResult(success=ok, handled=False)  # False: aiosmtpd sends the 535 itself
+            return AuthResult(success=False, handled=False)  # False: aiosmtpd sends the 535 itself
+        # auth_data is what the session keeps: MAIL and DATA check against this login
+        return AuthResult(success=True, auth_data=login)
 
     return check
 

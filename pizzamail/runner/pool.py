@@ -22,6 +22,7 @@ from pizzamail.approvals.ledger import action_for_call, decision_headers, rule_a
 from pizzamail.approvals.outbox import DRAFTS_FOLDER, Outbox, draft_id, draft_message
 from pizzamail.approvals.release import Waiting, settle
 from pizzamail.approvals.request import request_mail, sync_action_folder
+from pizzamail.auth import run_rules
 from pizzamail.composer import Composed, Composer, MailContext
 from pizzamail.config import Config
 from pizzamail.errors import PizzamailError, ProviderNotConfigured, RunError
@@ -237,7 +238,8 @@ class Runner:
         log.info("run %d started (thread %d, attempt %d)", run.id, run.thread_id, run.attempts)
         ctx = await load_context(self.store, run)
         scope = RunScope(run_id=run.id, thread_id=run.thread_id, mail=ctx.mail(run),
-                         workspace=workspace_for(self._workspaces(), run.id))
+                         workspace=workspace_for(self._workspaces(), run.id),
+                         rules=run_rules(self.config, ctx.trigger.sender if ctx.trigger else ""))
         try:
             if run.attempts > self.config.runner.max_attempts:
                 raise RunError(

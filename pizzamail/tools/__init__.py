@@ -45,6 +45,9 @@ class RunScope:
     """threading for mail written during the run (progress notes)"""
     workspace: Path
     """the run's own folder (``workspaces/<run>``); files written there go out with the reply"""
+    rules: dict[str, str] = field(default_factory=dict)
+    """policy rules of this run alone (a ``[senders.NAME]`` policy for the runs its mail starts):
+    globs over the names the model sees, beating every other rule where they match"""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -172,15 +175,17 @@ class ToolRegistry:
             for offered in offer.tools:
                 if offered.name in box.tools:  # the first source wins; built-ins come first
                     continue
-                box.tools[offered.name] = self._ruled(offered)
+                box.tools[offered.name] = self._ruled(offered, scope.rules)
             box.skills += offer.skills
             box.unavailable += offer.unavailable
         return box
 
-    def _ruled(self, offered: Offered) -> Offered:
-        if offered.ruled:
-            return offered
-        policy = effective(offered.policy, rules=[(self.rules, offered.name)], never_auto=offered.never_auto)
+    def _ruled(self, offered: Offered, run_rules: dict[str, str]) -> Offered:
+        """The run's own rules first, then ``[tools.policy]`` unless the source's own rule decided."""
+        tables = [(run_rules, offered.name)]
+        if not offered.ruled:
+            tables.append((self.rules, offered.name))
+        policy = effective(offered.policy, rules=tables, never_auto=offered.never_auto)
         if policy == offered.policy:
             return offered
         return replace(offered, policy=policy, ruled=True)

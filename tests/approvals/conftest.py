@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from pizzamail.auth import Accounts
+from pizzamail.auth import Accounts, approvers, sender_logins
 from pizzamail.composer import Composer
 from pizzamail.intake.smtp import IntakeHandler, start_smtp_server
 from pizzamail.intake.tasks import Stored
@@ -111,12 +111,14 @@ async def open_approvals(harness: Harness, **runner_options: Any) -> AsyncIterat
         background.add(task)
         task.add_done_callback(background.discard)
 
-    # the owner's account may also send as a second address that is not on the approver list
-    accounts = Accounts(user="me", password=PASSWORD, addresses=frozenset({OWNER, OTHER}))
+    # the owner's account may also send as a second address that is not on the approver list;
+    # [senders.NAME] of the harness's config log in with their passwords in its secrets
+    accounts = Accounts(user="me", password=PASSWORD, addresses=frozenset({OWNER, OTHER}),
+                        senders=sender_logins(harness.config, harness.secrets))
     handler = IntakeHandler(
         store=harness.store, blobs=harness.blobs, accounts=accounts,
         agents=frozenset({BOT}), domain="pizzamail.localhost", on_stored=stored, composer=composer,
-        approvers=harness.config.approvers,
+        approvers=approvers(harness.config),
     )
     server = await start_smtp_server(host="127.0.0.1", port=0, handler=handler, max_size=1 << 20)
     await runner.start()
