@@ -74,6 +74,8 @@ class Service:
     tls: ssl.SSLContext | None = None
     demo_data: bool = False
     _tasks: set[asyncio.Task[object]] = field(default_factory=set)
+    _poke_scheduler: Callable[[], None] = lambda: None
+    """set once the scheduler exists (the tools are made before it): schedule_task pokes it"""
 
     async def run(self, stop: asyncio.Event, ready: Callable[[Listening], None]) -> None:
         check_bind(self.config, self.tls)
@@ -102,6 +104,7 @@ class Service:
             filer=filer.run, composer=composer, tools=tools, workspaces=self.home.root / "workspaces",
         )
         scheduler = Scheduler(store=store, blobs=blobs, config=self.config, on_fired=runner.wake)
+        self._poke_scheduler = scheduler.poke
         await scheduler.prepare()  # before the runner resumes interrupted runs
         await runner.start()
         stack.push_async_callback(runner.stop)
@@ -131,6 +134,7 @@ class Service:
         tools.add_source(Builtins(
             store=store, blobs=blobs, composer=composer, sender=config.agent.address, file_mail=filer.run,
             memory_file=self.home.root / "memory.md", max_file_bytes=config.tools.max_file_bytes,
+            schedules_changed=lambda: self._poke_scheduler(),
         ))
         if config.skills.enabled:
             tools.add_source(SkillSource(home_skills=self.home.skills, paths=config.skills.paths))

@@ -19,6 +19,7 @@ from pizzamail.config.fields import (
     url_problem,
     user_problem,
 )
+from pizzamail.config.triggers import tz_check
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -51,6 +52,8 @@ class AgentSettings:
     offline_model: bool = setting(
         True, "answer with the embedded offline model (pizzamail[local]) when no provider has a key")
     history_messages: int = setting(40, "most earlier thread messages shown to the model", positive)
+    timezone: str = setting("", "IANA zone of schedules that name none, such as Europe/Berlin"
+                            " (empty: this machine's zone)", lambda v: tz_check(v) if v else None)
 
 
 @dataclass(frozen=True, kw_only=True)

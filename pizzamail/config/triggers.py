@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from pizzamail.config.fields import (
     address_problem,
@@ -23,6 +23,12 @@ def cron_check(value: str) -> str | None:
     return cron_problem(value)
 
 
+def when_check(value: str) -> str | None:
+    from pizzamail.triggers.phrases import when_to_cron
+
+    return (when_to_cron(value).problem or None) if value else None
+
+
 def tz_check(value: str) -> str | None:
     from pizzamail.triggers.cron import tz_problem
 
@@ -36,10 +42,17 @@ HOOK_THREAD = ("new", "one")
 
 @dataclass(frozen=True, kw_only=True)
 class ScheduleSettings:
-    """One ``[schedules.NAME]``: a prompt started in the schedule's own thread at each cron time."""
+    """One ``[schedules.NAME]``: a prompt started in the schedule's own thread at each cron time.
+
+    Exactly one of ``cron`` and ``when`` is given; after :func:`schedule_settings` ``cron`` always
+    holds the expression (``when`` translated) and ``when`` keeps the phrase it came from.
+    """
 
     cron: str = setting("", "cron expression, such as \"0 8 * * 1-5\" (weekdays at 8)", cron_check)
-    tz: str = setting("UTC", "IANA time zone the cron expression is read in, such as Europe/Berlin", tz_check)
+    when: str = setting("", "instead of cron: a phrase such as \"every weekday at 8\"", when_check)
+    tz: str = setting("", "IANA time zone the times are read in, such as Europe/Berlin"
+                      " (empty: [agent] timezone, else this machine's zone)",
+                      lambda v: tz_check(v) if v else None)
     prompt: str = setting("", "the task given to the agent at each occurrence")
     catch_up: str = setting("once", "after downtime: once (run one missed occurrence) or skip",
                             one_of(CATCH_UP))
@@ -61,14 +74,22 @@ class HookSettings:
 
 
 def schedule_settings(name: str, table: object) -> ScheduleSettings:
-    """One ``[schedules.NAME]`` section, validated (also used by ``pizzamail schedule add``)."""
+    """One ``[schedules.NAME]`` section, validated, ``when`` translated into ``cron`` (also used by
+    ``pizzamail schedule add`` and the schedule_task tool)."""
     prefix = f"schedules.{name}"
     check_trigger_name(prefix, name)
     settings = section(ScheduleSettings, table, prefix)
-    if not settings.cron:
-        raise ConfigError(f"{prefix}.cron", "", "a cron expression such as \"0 8 * * 1-5\"")
+    if settings.cron and settings.when:
+        raise ConfigError(f"{prefix}.when", settings.when, "either cron or when, not both")
+    if not (settings.cron or settings.when):
+        raise ConfigError(f"{prefix}.when", "", 'a phrase such as "every weekday at 8"'
+                          ' (or cron = "0 8 * * 1-5")')
     if not settings.prompt.strip():
         raise ConfigError(f"{prefix}.prompt", settings.prompt, "the task text (not empty)")
+    if settings.when:
+        from pizzamail.triggers.phrases import when_to_cron
+
+        return replace(settings, cron=when_to_cron(settings.when).cron)
     return settings
 
 

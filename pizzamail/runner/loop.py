@@ -162,6 +162,9 @@ async def gate(
         return _answer(call, ToolResult(is_error=True, text=(
             f"the user's policy does not allow the tool {call.name!r}; it was not run. Do not call it"
             " again: finish the task without it, or say in your answer what you would need.")))
+    refused = await _refused(offered, call)
+    if refused is not None:
+        return _answer(call, refused)
     if offered.policy == "ask" and not (
         standing is not None and not offered.never_auto and await standing(offered, dict(call.arguments))
     ):
@@ -171,6 +174,16 @@ async def gate(
     with interruptible():
         result = await tools.call(call.name, call.arguments)
     return _answer(call, result)
+
+
+async def _refused(offered: Offered, call: ToolCall) -> ToolResult | None:
+    """A tool may check its arguments before it is held (``check``, optional; schedule_task does):
+    a call that could never run comes back to the model to fix, not to the user to approve."""
+    check = getattr(offered.tool, "check", None)
+    if check is None:
+        return None
+    result: ToolResult | None = await check(dict(call.arguments))
+    return result
 
 
 def _answer(call: ToolCall, result: ToolResult) -> ToolStep:

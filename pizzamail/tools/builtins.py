@@ -3,7 +3,8 @@
 ``post_progress`` (a progress mail in the thread), ``read_attachment`` (the thread's attachments),
 ``write_file`` (a file in the run's workspace, attached to the reply), ``draft_email`` (mail to
 someone else: always held for approval), ``remember``/``recall`` (notes kept across threads, mirrored
-into ``memory.md``).
+into ``memory.md``), ``schedule_task`` (a recurring task in this thread: always held, see
+:mod:`pizzamail.tools.schedule`).
 
 A run may be resumed after a crash and repeat a call whose step was not recorded yet, so every
 built-in is safe to repeat: a progress mail and a note are keyed by their run and text, and a file
@@ -29,6 +30,7 @@ from pizzamail.store.memory import add_note, notes
 from pizzamail.store.threads import NewMessage, add_message, message_exists, thread_messages
 from pizzamail.tools import Offer, Offered, RunScope, ToolResult
 from pizzamail.tools.attachments import Attachment, attachment_text, attachments_of
+from pizzamail.tools.schedule import ScheduleTask
 
 log = logging.getLogger("pizzamail.tools")
 
@@ -62,6 +64,8 @@ class Builtins:
     memory_file: Path | None = None
     """``memory.md``: the memory as a file the user can read"""
     max_file_bytes: int = 10 * 1024 * 1024
+    schedules_changed: Callable[[], None] = lambda: None
+    """called after schedule_task saved a schedule (the service pokes its scheduler)"""
 
     def offer(self, scope: RunScope) -> Offer:
         return Offer(tools=[
@@ -71,6 +75,11 @@ class Builtins:
             Offered(tool=DraftEmail(), policy="ask", never_auto=True),
             Offered(tool=Remember(owner=self, scope=scope), policy="auto"),
             Offered(tool=Recall(owner=self), policy="auto"),
+            # idempotent: the call is an upsert, so one a crash left unknown is simply made again
+            Offered(tool=ScheduleTask(store=self.store, thread_id=scope.thread_id,
+                                      agent_tz=self.composer.config.agent.timezone,
+                                      changed=self.schedules_changed),
+                    policy="ask", never_auto=True, idempotent=True),
         ])
 
     async def write_memory_file(self) -> None:

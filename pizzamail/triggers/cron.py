@@ -1,8 +1,14 @@
-"""Pure cron arithmetic: validation and "the next times after t", in a time zone (no I/O)."""
+"""Cron arithmetic: validation and "the next times after t", in a time zone; and which zone is ours.
+
+Everything is pure except :func:`machine_zone`, which reads ``$TZ`` and ``/etc/localtime``.
+"""
 
 from __future__ import annotations
 
+import os
+from collections.abc import Mapping
 from datetime import UTC, datetime
+from pathlib import Path
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from croniter import croniter
@@ -23,6 +29,33 @@ def tz_problem(name: str) -> str | None:
     except (ZoneInfoNotFoundError, ValueError):
         return "an IANA time zone such as UTC or Europe/Berlin"
     return None
+
+
+def machine_zone(environ: Mapping[str, str] | None = None,
+                 localtime: Path = Path("/etc/localtime")) -> str:
+    """This machine's IANA zone: ``$TZ`` if it names one, else the ``/etc/localtime`` link, else UTC.
+
+    Only a name is any use to a schedule (it is stored, and read again after a move to another
+    zone), so a POSIX rule such as ``CET-1CEST`` or a copied (not linked) localtime means UTC.
+    """
+    given = (os.environ if environ is None else environ).get("TZ", "").lstrip(":")
+    for candidate in (given.rpartition("zoneinfo/")[2], _linked_zone(localtime)):
+        if candidate and tz_problem(candidate) is None:
+            return candidate
+    return "UTC"
+
+
+def _linked_zone(localtime: Path) -> str:
+    try:
+        target = os.readlink(localtime)  # e.g. /usr/share/zoneinfo/Europe/Berlin
+    except OSError:
+        return ""
+    return target.rpartition("zoneinfo/")[2] if "zoneinfo/" in target else ""
+
+
+def default_zone(configured: str) -> str:
+    """The zone of a schedule that names none: ``[agent] timezone``, else this machine's."""
+    return configured or machine_zone()
 
 
 def next_after(expression: str, tz: str, after: datetime) -> datetime:

@@ -33,15 +33,19 @@ class Posted:
 
 
 async def _chain(db: aiosqlite.Connection, thread_id: int) -> tuple[str | None, list[str]]:
-    """In-Reply-To and References continuing a thread after its latest message."""
+    """In-Reply-To and References continuing a thread after its latest message.
+
+    Ids are stored without angle brackets, as everywhere in the store (rows written before that was
+    so here still have them: they are stripped)."""
     async with db.execute(
         "SELECT message_id, refs FROM messages WHERE thread_id = ? ORDER BY id DESC LIMIT 1", (thread_id,)
     ) as cursor:
         row = await cursor.fetchone()
     if row is None:
         return None, []
-    refs = [r for r in str(row["refs"]).split() if r][-20:]  # bounded, as mail clients do
-    return row["message_id"], [*refs, row["message_id"]]
+    refs = [r.strip("<>") for r in str(row["refs"]).split() if r][-20:]  # bounded, as mail clients do
+    parent = str(row["message_id"]).strip("<>")
+    return parent, [*refs, parent]
 
 
 def _raw(mail: TriggerMail, message_id: str, in_reply_to: str | None, refs: list[str]) -> bytes:
@@ -50,10 +54,10 @@ def _raw(mail: TriggerMail, message_id: str, in_reply_to: str | None, refs: list
     msg["To"] = mail.agent
     msg["Subject"] = mail.subject
     msg["Date"] = email.utils.formatdate(localtime=True)
-    msg["Message-ID"] = message_id
+    msg["Message-ID"] = f"<{message_id}>"
     if in_reply_to:
-        msg["In-Reply-To"] = in_reply_to
-        msg["References"] = " ".join(refs)
+        msg["In-Reply-To"] = f"<{in_reply_to}>"
+        msg["References"] = " ".join(f"<{r}>" for r in refs)
     msg["X-Pizzamail-Source"] = mail.source
     msg.set_content(mail.text)
     return msg.as_bytes()
@@ -63,7 +67,7 @@ async def post_task(
     db: aiosqlite.Connection, blobs: BlobStore, mail: TriggerMail, *, thread_id: int | None
 ) -> Posted:
     """Inside the caller's transaction: the task message (in ``thread_id`` or a new thread) and its run."""
-    message_id = email.utils.make_msgid(domain=mail.domain)
+    message_id = email.utils.make_msgid(domain=mail.domain)[1:-1]  # stored without <>
     in_reply_to, refs = await _chain(db, thread_id) if thread_id is not None else (None, [])
     raw = _raw(mail, message_id, in_reply_to, refs)
     digest = blobs.put(raw)
@@ -82,7 +86,7 @@ async def post_notice(
     db: aiosqlite.Connection, blobs: BlobStore, mail: TriggerMail, *, thread_id: int
 ) -> None:
     """A short mail from the agent into a thread that starts no run (e.g. an occurrence not replayed)."""
-    message_id = email.utils.make_msgid(domain=mail.domain)
+    message_id = email.utils.make_msgid(domain=mail.domain)[1:-1]  # stored without <>
     in_reply_to, refs = await _chain(db, thread_id)
     raw = _raw(mail, message_id, in_reply_to, refs)
     await add_message(db, thread_id, NewMessage(

@@ -1,7 +1,11 @@
-"""The service's scheduler: sleeps until the next due time, fires, repeats. No polling.
+"""The service's scheduler: sleeps until the next due time, fires, repeats.
 
-The clock is injectable (tests move time by hand, then :meth:`Scheduler.poke`). The sleep is capped
-at :data:`MAX_SLEEP` so a wall clock set forward (or a resumed laptop) is noticed soon after.
+The clock is injectable (tests move time by hand, then :meth:`Scheduler.poke`). In-process changes
+(the schedule_task tool) poke it. Changes from another process (``pizzamail schedule add/rm``) are
+noticed within :data:`CHECK_EVERY` seconds: while it sleeps it reads ``PRAGMA data_version`` (a
+counter in shared memory that moves when any other connection commits; no table is read), and only
+when that moved does it look whether the earliest due time changed. The sleep is also capped at
+:data:`MAX_SLEEP` so a wall clock set forward (or a resumed laptop) is noticed soon after.
 """
 
 from __future__ import annotations
@@ -21,6 +25,8 @@ from pizzamail.triggers.schedules import Firing, fire_due, report_interrupted, s
 log = logging.getLogger("pizzamail.triggers")
 
 MAX_SLEEP = 300.0
+#: seconds between looks for schedules changed by another process (the runner's queue poll is 2 s)
+CHECK_EVERY = 2.0
 
 
 def utcnow() -> datetime:
@@ -35,8 +41,12 @@ class Scheduler:
     on_fired: Callable[[], None] = lambda: None
     """called after runs were queued (the service wakes the runner)"""
     clock: Callable[[], datetime] = utcnow
+    check_every: float = CHECK_EVERY
     _poke: asyncio.Event = field(default_factory=asyncio.Event)
     _task: asyncio.Task[None] | None = None
+    _version: int | None = None
+    _planned: str | None = None
+    """the earliest due time the current sleep was planned with"""
 
     async def prepare(self) -> list[int]:
         """Before the runner starts: config schedules into the store, crashed occurrences reported."""
@@ -69,11 +79,29 @@ class Scheduler:
         return firings
 
     async def seconds_to_next(self) -> float:
-        row = await self.store.fetchone("SELECT min(next_due) FROM schedules WHERE enabled = 1")
-        if row is None or row[0] is None:
+        self._planned = await self._earliest()
+        if self._planned is None:
             return MAX_SLEEP
-        delay = (from_text(row[0]) - self.clock()).total_seconds()
+        delay = (from_text(self._planned) - self.clock()).total_seconds()
         return min(max(delay, 0.0), MAX_SLEEP)
+
+    async def changed(self) -> bool:
+        """Whether the earliest due time moved since the sleep was planned (cheap when nothing was
+        committed). The store's reader never writes, so its data_version also moves on the service's
+        own commits (every run step): the due time tells a schedule change from those."""
+        version = await self._data_version()
+        if version == self._version:
+            return False
+        self._version = version
+        return await self._earliest() != self._planned
+
+    async def _data_version(self) -> int:
+        row = await self.store.fetchone("PRAGMA data_version")
+        return int(row[0]) if row is not None else 0
+
+    async def _earliest(self) -> str | None:
+        row = await self.store.fetchone("SELECT min(next_due) FROM schedules WHERE enabled = 1")
+        return None if row is None or row[0] is None else str(row[0])
 
     async def _loop(self) -> None:
         while True:
@@ -85,7 +113,25 @@ class Scheduler:
                 delay = 30.0
             self._poke.clear()
             try:
+                self._version = await self._data_version()  # before planning: no change slips between
                 delay = max(delay, await self.seconds_to_next())
-                await asyncio.wait_for(self._poke.wait(), timeout=delay)
+            except Exception:
+                log.exception("scheduler could not plan its sleep")
+                delay = 30.0
+            await self._sleep(delay)
+
+    async def _sleep(self, delay: float) -> None:
+        """Up to ``delay`` seconds; less when poked or when another process changed the schedules."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + delay
+        while (left := deadline - loop.time()) > 0:
+            try:
+                await asyncio.wait_for(self._poke.wait(), timeout=min(left, self.check_every))
+                return
             except TimeoutError:
                 pass
+            try:
+                if await self.changed():
+                    return
+            except Exception:  # the database was busy: keep sleeping, the deadline still holds
+                log.debug("could not look for schedule changes", exc_info=True)

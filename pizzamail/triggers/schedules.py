@@ -24,8 +24,8 @@ from pizzamail.config import Config, ScheduleSettings
 from pizzamail.store import Store, now
 from pizzamail.store.blobs import BlobStore
 from pizzamail.store.threads import log_event
-from pizzamail.triggers.cron import GRACE_SECONDS, from_text, next_after, to_text
-from pizzamail.triggers.post import TriggerMail, post_notice, post_task
+from pizzamail.triggers.cron import GRACE_SECONDS, default_zone, from_text, next_after, to_text
+from pizzamail.triggers.post import Posted, TriggerMail, post_notice, post_task
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -60,21 +60,36 @@ def _schedule(values: dict[str, Any]) -> Schedule:
 
 
 async def save_schedule(
-    store: Store, name: str, settings: ScheduleSettings, *, source: str, at: datetime
-) -> None:
-    """Add or update a schedule; a changed cron or zone computes ``next_due`` afresh from ``at``."""
-    due = to_text(next_after(settings.cron, settings.tz, at))
+    store: Store, name: str, settings: ScheduleSettings, *, source: str, at: datetime, agent_tz: str,
+    thread_id: int | None = None,
+) -> Schedule:
+    """Add or update a schedule; a changed cron or zone computes ``next_due`` afresh from ``at``.
+
+    A schedule without a zone gets ``agent_tz`` (``[agent] timezone``), else this machine's zone.
+    ``thread_id`` (the agent's own schedules) is the thread its occurrences continue; None keeps the
+    thread an earlier occurrence started.
+    """
+    tz = settings.tz or default_zone(agent_tz)
+    due = to_text(next_after(settings.cron, tz, at))
     async with store.write() as db:
         await db.execute(
-            "INSERT INTO schedules(name, cron, tz, prompt, catch_up, source, next_due, enabled, created_at)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(name) DO UPDATE SET"
+            "INSERT INTO schedules(name, cron, tz, prompt, catch_up, source, thread_id, next_due, enabled,"
+            " created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(name) DO UPDATE SET"
             " next_due = CASE WHEN cron != excluded.cron OR tz != excluded.tz OR next_due IS NULL"
             " THEN excluded.next_due ELSE next_due END,"
             " cron = excluded.cron, tz = excluded.tz, prompt = excluded.prompt,"
-            " catch_up = excluded.catch_up, source = excluded.source, enabled = excluded.enabled",
-            (name, settings.cron, settings.tz, settings.prompt, settings.catch_up, source, due,
+            " catch_up = excluded.catch_up, source = excluded.source, enabled = excluded.enabled,"
+            " thread_id = coalesce(excluded.thread_id, thread_id)",
+            (name, settings.cron, tz, settings.prompt, settings.catch_up, source, thread_id, due,
              int(settings.enabled), now()),
         )
+    found = await find_schedule(store, name)
+    assert found is not None  # just written
+    return found
+
+
+async def find_schedule(store: Store, name: str) -> Schedule | None:
+    return next((s for s in await list_schedules(store) if s.name == name), None)
 
 
 async def remove_schedule(store: Store, name: str) -> bool:
@@ -86,7 +101,7 @@ async def remove_schedule(store: Store, name: str) -> bool:
 async def sync_config(store: Store, config: Config, *, at: datetime) -> None:
     """``[schedules.NAME]`` sections into the store; one removed from config.toml is disabled."""
     for name, settings in config.schedules.items():
-        await save_schedule(store, name, settings, source="config", at=at)
+        await save_schedule(store, name, settings, source="config", at=at, agent_tz=config.agent.timezone)
     async with store.write() as db:
         names = list(config.schedules)
         marks = ", ".join("?" * len(names))
@@ -132,7 +147,10 @@ async def _fire(
     due_at = to_text(occurrence)
     status = "skipped" if missed and schedule.catch_up == "skip" else "fired"
     async with store.write() as db:
-        await db.execute("UPDATE schedules SET next_due = ? WHERE id = ?", (to_text(following), schedule.id))
+        moved = await db.execute("UPDATE schedules SET next_due = ? WHERE id = ?",
+                                 (to_text(following), schedule.id))
+        if moved.rowcount == 0:
+            return None  # removed (`schedule rm` in another process) since it was listed
         cursor = await db.execute(
             "INSERT INTO occurrences(schedule_id, due_at, status, created_at) VALUES (?, ?, ?, ?)"
             " ON CONFLICT(schedule_id, due_at) DO NOTHING", (schedule.id, due_at, status, now()),
@@ -142,8 +160,9 @@ async def _fire(
         if status == "skipped":
             await log_event(db, "schedule.skipped", schedule=schedule.name, due_at=due_at)
             return Firing(schedule=schedule.name, due_at=due_at, status=status)
-        posted = await post_task(db, blobs, _mail(config, schedule, occurrence, missed),
-                                 thread_id=schedule.thread_id)
+        note = "missed while pizzamail was not running" if missed else ""
+        posted = await post_task(db, blobs, _mail(config, schedule, occurrence, note=note),
+                                 thread_id=await _thread_of(db, schedule.id))
         await db.execute(
             "UPDATE occurrences SET run_id = ?, message_id = ? WHERE schedule_id = ? AND due_at = ?",
             (posted.run_id, posted.message_id, schedule.id, due_at),
@@ -154,15 +173,43 @@ async def _fire(
                   thread_id=posted.thread_id)
 
 
-def _mail(config: Config, schedule: Schedule, occurrence: datetime, missed: bool) -> TriggerMail:
-    local = occurrence.astimezone(ZoneInfo(schedule.tz))
-    when = f"{local:%Y-%m-%d %H:%M} {schedule.tz}"
-    if missed:
-        when += " (missed while pizzamail was not running)"
+async def _thread_of(db: aiosqlite.Connection, schedule_id: int) -> int | None:
+    """Read inside the write transaction: a `schedule run` in another process may have just started
+    the schedule's thread, and a second thread would split the conversation."""
+    async with db.execute("SELECT thread_id FROM schedules WHERE id = ?", (schedule_id,)) as cursor:
+        row = await cursor.fetchone()
+    return None if row is None or row[0] is None else int(row[0])
+
+
+async def run_now(
+    store: Store, blobs: BlobStore, config: Config, name: str, *, at: datetime
+) -> Posted | None:
+    """``pizzamail schedule run``: one occurrence now, by hand, continuing the schedule's thread.
+
+    It is none of the cron times: ``next_due`` and the occurrences (one per schedule and due time)
+    are left alone, so the next scheduled time still fires, exactly once. None: no such schedule.
+    """
+    schedule = await find_schedule(store, name)
+    if schedule is None:
+        return None
+    async with store.write() as db:
+        posted = await post_task(db, blobs, _mail(config, schedule, at, by_hand=True),
+                                 thread_id=await _thread_of(db, schedule.id))
+        await db.execute("UPDATE schedules SET thread_id = ? WHERE id = ?", (posted.thread_id, schedule.id))
+        await log_event(db, "schedule.run_by_hand", thread_id=posted.thread_id, run_id=posted.run_id,
+                        schedule=name)
+    return posted
+
+
+def _mail(config: Config, schedule: Schedule, moment: datetime, *, note: str = "",
+          by_hand: bool = False) -> TriggerMail:
+    local = moment.astimezone(ZoneInfo(schedule.tz))
+    when = f"{local:%Y-%m-%d %H:%M} {schedule.tz}" + (f" ({note})" if note else "")
+    label = "run by hand (pizzamail schedule run)" if by_hand else "scheduled occurrence"
     return TriggerMail(
-        subject=f"Schedule: {schedule.name}", text=f"{schedule.prompt}\n\n[scheduled occurrence: {when}]",
-        source=f"schedule:{schedule.name}", sender=config.account.address, agent=config.agent.address,
-        domain=config.domain,
+        subject=f"Schedule: {schedule.name}", text=f"{schedule.prompt}\n\n[{label}: {when}]",
+        source=f"schedule:{schedule.name}" + (" (by hand)" if by_hand else ""),
+        sender=config.account.address, agent=config.agent.address, domain=config.domain,
     )
 
 

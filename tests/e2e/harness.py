@@ -40,6 +40,7 @@ class Served:
     smtp: int = 0
     imap: int = 0
     imaps: int = 0
+    http: int = 0
     output: list[str] = field(default_factory=list)
     _lines: queue.Queue[str | None] = field(default_factory=queue.Queue)
 
@@ -55,6 +56,7 @@ class Served:
         self.imap = int(_match(r"IMAP server\s+\S+ port (\d+)", text))
         self.smtp = int(_match(r"SMTP server\s+\S+ port (\d+)", text))
         self.imaps = int(_match(r"or port (\d+) with SSL/TLS", text))
+        self.http = int(_match(r"webhooks\s+http://\S+?:(\d+)/hooks/", text))
         return self
 
     @staticmethod
@@ -85,6 +87,14 @@ class Served:
         with smtplib.SMTP("127.0.0.1", self.smtp, timeout=10) as client:
             client.login("me", self.password)
             client.send_message(msg)
+
+    def cli(self, *args: str) -> str:
+        """``pizzamail ARGS`` as its own process beside the server (as a user would run it);
+        returns its output, failing the test on a non-zero exit."""
+        done = subprocess.run([sys.executable, "-m", "pizzamail", *args], env=self.env, text=True,
+                              capture_output=True, timeout=60)
+        assert done.returncode == 0, f"pizzamail {' '.join(args)} failed:\n{done.stdout}{done.stderr}"
+        return done.stdout
 
     def stop(self, sig: int = signal.SIGTERM) -> int:
         assert self.proc is not None

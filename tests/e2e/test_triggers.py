@@ -1,0 +1,128 @@
+"""Triggers against the real served process: a signed webhook, `schedule add` + `schedule run` from
+other processes, and a schedule the agent sets up once the owner approves it by mail."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sqlite3
+import time
+from collections.abc import Iterator
+from email.message import EmailMessage
+from pathlib import Path
+
+import httpx
+import pytest
+
+from pizzamail.home import Home
+from pizzamail.secrets import secret_store
+from pizzamail.triggers.hooks import sign
+from tests.e2e.harness import Served, serve_env, task_mail, write_config
+from tests.e2e.test_roundtrip import connect, fetch_all, idle_until_exists
+from tests.fakes.openai_server import FakeOpenAI, text, tool_call
+
+SECRET = "hook-secret-for-e2e"
+
+
+@pytest.fixture
+def served_hook(tmp_path: Path, fake_openai: FakeOpenAI) -> Iterator[Served]:
+    home = tmp_path / "home"
+    write_config(home, base_url=fake_openai.base_url)
+    with (home / "config.toml").open("a") as config:
+        config.write('\n[hooks.deploys]\nprompt = "Deploy {{ payload.version }} finished: check it"\n')
+    secret_store(Home(root=home)).set("hook:deploys", SECRET)
+    server = Served(home=home, env=serve_env(home))
+    yield server
+    if server.proc is not None:
+        server.stop()
+
+
+def _post(served: Served, body: bytes, *, secret: str, delivery: str) -> httpx.Response:
+    stamp = str(int(time.time()))
+    headers = {"Content-Type": "application/json", "X-Pizzamail-Timestamp": stamp,
+               "X-Pizzamail-Delivery": delivery, "X-Pizzamail-Signature": sign(secret, stamp, body)}
+    return httpx.post(f"http://127.0.0.1:{served.http}/hooks/deploys", content=body, headers=headers,
+                      timeout=10)
+
+
+def _threads(served: Served) -> int:
+    with sqlite3.connect(served.home / "state.db") as db:
+        return int(db.execute("SELECT count(*) FROM threads").fetchone()[0])
+
+
+def _plain(msg: EmailMessage) -> str:
+    body = msg.get_body(("plain",))
+    assert body is not None
+    return str(body.get_content())
+
+
+async def test_a_signed_webhook_gets_a_reply_in_inbox_and_a_bad_signature_nothing(
+    served_hook: Served, fake_openai: FakeOpenAI
+) -> None:
+    fake_openai.script([text("Deploy 1.2 looks healthy.")])
+    served = served_hook.start()
+    body = json.dumps({"version": "1.2"}).encode()
+    forged = await asyncio.to_thread(_post, served, body, secret="not-the-secret", delivery="d0")
+    assert forged.status_code == 401
+    assert _threads(served) == 0
+    client = await connect(served)
+    accepted = await asyncio.to_thread(_post, served, body, secret=SECRET, delivery="d1")
+    assert accepted.status_code == 202, accepted.text
+    await idle_until_exists(client, 2)
+    await client.logout()
+    [(_, task), (_, reply)] = fetch_all(served)
+    assert task["X-Pizzamail-Source"] == "hook:deploys"
+    assert reply["X-Pizzamail-Thread"] == str(accepted.json()["thread"])
+    assert reply["In-Reply-To"] == task["Message-ID"]
+    assert "Deploy 1.2 looks healthy." in _plain(reply)
+    assert "Deploy 1.2 finished: check it" in str(fake_openai.requests[0].messages[-1]["content"])
+    assert _threads(served) == 1
+
+
+def test_schedule_run_twice_from_the_cli_replies_in_one_thread(
+    served: Served, fake_openai: FakeOpenAI
+) -> None:
+    fake_openai.script([text("First summary."), text("Second summary.")])
+    served.start()
+    added = served.cli("schedule", "add", "news", "--when", "every day at 3am", "--tz", "UTC",
+                       "--prompt", "Summarise the news")
+    assert "0 3 * * * (UTC)" in added
+    assert "queued in thread 1" in served.cli("schedule", "run", "news")
+    served.wait_for("run 1 done")
+    served.cli("schedule", "run", "news")
+    served.wait_for("run 2 done")
+
+    messages = [m for _, m in fetch_all(served)]
+    replies = [m for m in messages if m["X-Pizzamail-Run"]]
+    assert [_plain(r).splitlines()[0] for r in replies] == ["First summary.", "Second summary."]
+    assert {r["X-Pizzamail-Thread"] for r in replies} == {"1"}
+    tasks = [m for m in messages if m["X-Pizzamail-Source"]]
+    assert [t["X-Pizzamail-Source"] for t in tasks] == ["schedule:news (by hand)"] * 2
+    assert tasks[1]["In-Reply-To"] == replies[0]["Message-ID"]
+    assert tasks[0]["Message-ID"] in replies[1]["References"]
+    assert replies[0]["Message-ID"] in replies[1]["References"]
+    [shown] = json.loads(served.cli("schedule", "list", "--json"))
+    assert (shown["thread_id"], shown["last_fired_at"]) == (1, None)  # the cron times are untouched
+
+
+def test_the_agent_schedules_a_task_once_the_owner_approves(served: Served, fake_openai: FakeOpenAI) -> None:
+    served.env["TZ"] = "Europe/Berlin"  # the machine's zone is the schedule's default
+    asked = {"name": "x-summary", "when": "every Monday at 9", "prompt": "Summarise X"}
+    fake_openai.script([
+        tool_call("schedule_task", asked),
+        text("Done: every Monday at 9 I will summarise X here."),
+    ])
+    served.start()
+    served.send(task_mail("Every Monday at 9, summarise X", subject="Weekly X"))
+    served.wait_for("run 1 waiting")
+    [request] = [m for _, m in fetch_all(served) if m["X-Pizzamail-Approval"]]
+    assert "schedule_task" in _plain(request)
+    assert json.loads(served.cli("schedule", "list", "--json")) == []
+    served.send(task_mail("approve", subject="Re: " + str(request["Subject"]), reply_to=request))
+    served.wait_for("run 1 done")
+
+    [schedule] = json.loads(served.cli("schedule", "list", "--json"))
+    assert (schedule["name"], schedule["source"], schedule["cron"], schedule["tz"]) == (
+        "x-summary", "agent", "0 9 * * 1", "Europe/Berlin")
+    assert schedule["thread_id"] == int(request["X-Pizzamail-Thread"])
+    assert "scheduled x-summary: next occurrence" in str(fake_openai.requests[-1].messages[-1]["content"])

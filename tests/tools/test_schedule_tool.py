@@ -1,0 +1,147 @@
+"""schedule_task: arguments checked before anything is held, the schedule saved in the asking thread
+once approved (an upsert: a replay changes nothing), and the scheduler poked."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pizzamail.approvals.decide import Decision
+from pizzamail.approvals.ledger import apply_decision
+from pizzamail.composer import Composer, MailContext
+from pizzamail.config import ScheduleSettings
+from pizzamail.mailbox.filing import Filer
+from pizzamail.store import Store
+from pizzamail.store.actions import held_actions
+from pizzamail.store.runs import get_run
+from pizzamail.store.threads import create_thread
+from pizzamail.tools import RunScope, ToolRegistry
+from pizzamail.tools.builtins import Builtins
+from pizzamail.tools.schedule import ScheduleTask
+from pizzamail.triggers.schedules import list_schedules, save_schedule
+from tests.fakes.openai_server import FakeOpenAI, text, tool_call
+from tests.runner.conftest import Harness
+
+T0 = datetime(2025, 1, 6, 7, 0, tzinfo=UTC)  # a Monday, 08:00 in Berlin
+OWNER = "me@pizzamail.localhost"
+WEEKLY = {"name": "weekly", "when": "every Monday at 9", "prompt": "Summarise X"}
+
+
+@pytest.fixture(autouse=True)
+def utc_machine(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TZ", "UTC")
+
+
+async def new_thread(store: Store) -> int:
+    async with store.write() as db:
+        return await create_thread(db, subject="Plans", agent="bot@pizzamail.localhost")
+
+
+def tool(store: Store, thread_id: int, pokes: list[int] | None = None, agent_tz: str = "") -> ScheduleTask:
+    return ScheduleTask(store=store, thread_id=thread_id, agent_tz=agent_tz, clock=lambda: T0,
+                        changed=lambda: (pokes if pokes is not None else []).append(thread_id))
+
+
+@pytest.mark.parametrize(("arguments", "problem"), [
+    ({"name": "x", "when": "every 7 minutes", "prompt": "p"}, "when 'every 7 minutes': cron counts minutes"),
+    ({"name": "x", "when": "sometime tomorrow", "prompt": "p"}, "a schedule repeats"),
+    ({"name": "x", "prompt": "p"}, "when '': not a schedule pizzamail understands"),
+    ({"name": "x", "when": 9, "prompt": "p"}, "when must be a string"),
+    ({"name": "bad name!", "when": "hourly", "prompt": "p"}, "name 'bad name!'"),
+    ({"name": "x", "when": "hourly", "prompt": " "}, "prompt ' ': the task text"),
+    ({"name": "x", "when": "hourly", "prompt": "p", "tz": "Mars/Base"}, "tz 'Mars/Base': an IANA time zone"),
+    ({"name": "x", "when": "hourly", "prompt": "p", "catch_up": "all"}, "catch_up 'all': once, skip"),
+])
+async def test_bad_arguments_are_an_error_result_never_a_schedule(
+    store: Store, arguments: dict[str, Any], problem: str
+) -> None:
+    schedule_task = tool(store, await new_thread(store))
+    checked = await schedule_task.check(arguments)
+    assert checked is not None and checked.is_error and problem in checked.text
+    called = await schedule_task.call(arguments)
+    assert called.is_error and problem in called.text
+    assert await list_schedules(store) == []
+
+
+async def test_a_call_saves_the_schedule_in_its_thread_and_a_replay_changes_nothing(store: Store) -> None:
+    thread, pokes = await new_thread(store), list[int]()
+    schedule_task = tool(store, thread, pokes, agent_tz="Europe/Berlin")
+    assert await schedule_task.check(WEEKLY) is None
+    result = await schedule_task.call(WEEKLY)
+    assert result.text == ("scheduled weekly: next occurrence 2025-01-06 09:00 Europe/Berlin"
+                           ' (cron "0 9 * * 1"); each occurrence continues this thread')
+    assert (await schedule_task.call(WEEKLY)).text == result.text  # the call repeated after a crash
+    [saved] = await list_schedules(store)
+    assert (saved.source, saved.cron, saved.tz, saved.thread_id, saved.prompt) == (
+        "agent", "0 9 * * 1", "Europe/Berlin", thread, "Summarise X")
+    assert saved.next_due == "2025-01-06T08:00:00Z"
+    assert pokes == [thread, thread]
+
+
+async def test_the_machine_zone_is_the_default(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TZ", "Asia/Tokyo")
+    await tool(store, await new_thread(store)).call({**WEEKLY, "catch_up": "skip"})
+    [saved] = await list_schedules(store)
+    assert (saved.tz, saved.catch_up) == ("Asia/Tokyo", "skip")
+
+
+async def test_other_schedules_are_not_taken_over(store: Store) -> None:
+    first, second = await new_thread(store), await new_thread(store)
+    await save_schedule(store, "news", ScheduleSettings(cron="0 8 * * *", prompt="x"), source="config",
+                        at=T0, agent_tz="")
+    taken = await tool(store, first).check({**WEEKLY, "name": "news"})
+    assert taken is not None and "already exists (in config.toml)" in taken.text
+    await tool(store, first).call(WEEKLY)
+    elsewhere = await tool(store, second).call(WEEKLY)
+    assert elsewhere.is_error and "set up in another thread" in elsewhere.text
+    assert {s.name: s.thread_id for s in await list_schedules(store)} == {"news": None, "weekly": first}
+
+
+def _scope(thread_id: int, tmp_path: Path) -> RunScope:
+    mail = MailContext(thread_id=thread_id, run_id=1, subject="s", in_reply_to=None, references=[])
+    return RunScope(run_id=1, thread_id=thread_id, mail=mail, workspace=tmp_path)
+
+
+@pytest.mark.parametrize(("rule", "policy"), [("auto", "ask"), ("deny", "deny"), (None, "ask")])
+def test_it_is_always_held_and_may_be_denied(harness: Harness, tmp_path: Path, rule: str | None,
+                                             policy: str) -> None:
+    registry = ToolRegistry(rules={"schedule_*": rule} if rule else {})
+    registry.add_source(Builtins(store=harness.store, blobs=harness.blobs,
+                                 composer=Composer(config=harness.config), sender="bot@pizzamail.localhost"))
+    offered = registry.bind(_scope(1, tmp_path)).get("schedule_task")
+    assert offered is not None and offered.policy == policy and offered.idempotent
+
+
+async def test_in_a_run_a_bad_phrase_goes_back_and_a_good_one_waits_then_saves(
+    harness: Harness, fake_openai: FakeOpenAI
+) -> None:
+    fake_openai.script([
+        tool_call("schedule_task", {"name": "x", "when": "every 90 minutes", "prompt": "Check X"}),
+        tool_call("schedule_task", {"name": "x", "when": "every 2 hours", "prompt": "Check X"}, call_id="c2"),
+        text("Scheduled."),
+    ])
+    pokes: list[int] = []
+    registry = ToolRegistry()
+    registry.add_source(Builtins(
+        store=harness.store, blobs=harness.blobs, composer=Composer(config=harness.config),
+        sender=harness.config.agent.address, schedules_changed=lambda: pokes.append(1)))
+    filer = Filer(mailbox=harness.mailbox, blobs=harness.blobs)
+    run_id = await harness.task("Check X every 90 minutes")
+    async with harness.running(tools=registry, filer=filer.run, poll_interval=0.2) as runner:
+        assert await harness.finish(runner, run_id) == "waiting"
+        assert "crosses the hour" in fake_openai.requests[1].messages[-1]["content"]
+        [action] = await held_actions(harness.store)
+        assert action.tool == "schedule_task" and "every 2 hours" in action.arguments
+        assert await list_schedules(harness.store) == [] and pokes == []
+        async with harness.store.write() as db:
+            await apply_decision(db, action, Decision(kind="approve"), by=OWNER, via="test")
+        runner.forget(run_id)
+        assert await harness.finish(runner, run_id) == "done"
+    [saved] = await list_schedules(harness.store)
+    thread = (await get_run(harness.store, run_id)).thread_id
+    assert (saved.source, saved.cron, saved.thread_id) == ("agent", "0 */2 * * *", thread)
+    assert pokes == [1]
+    assert "scheduled x: next occurrence" in fake_openai.requests[-1].messages[-1]["content"]
