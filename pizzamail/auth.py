@@ -8,7 +8,9 @@ every login in constant time, so neither timing nor answer tells a guesser which
 from __future__ import annotations
 
 import hmac
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 
 from pizzamail.config import Config
 from pizzamail.secrets import SecretStore
@@ -64,8 +66,9 @@ class Accounts:
     password: str
     addresses: frozenset[str]
     """the From addresses the owner may submit as"""
-    senders: tuple[Login, ...] = ()
-    """enabled ``[senders.NAME]`` with a password"""
+    senders: Callable[[], tuple[Login, ...]] = tuple
+    """enabled ``[senders.NAME]`` with a password, read at each login so that a password made
+    while ``serve`` runs works at once"""
 
     @property
     def owner(self) -> Login:
@@ -78,7 +81,7 @@ class Accounts:
     def smtp_login(self, user: str | bytes, password: str | bytes) -> Login | None:
         """The SMTP login these credentials are, or None."""
         found = None
-        for login in (self.owner, *self.senders):
+        for login in (self.owner, *self.senders()):
             if login.matches(user, password) and found is None:  # no early exit: same time for all
                 found = login
         return found
@@ -87,7 +90,8 @@ class Accounts:
 def accounts_for(config: Config, secrets: SecretStore) -> Accounts:
     account = config.account
     return Accounts(user=account.user, password=secrets.account_password(),
-                    addresses=frozenset({account.address.lower()}), senders=sender_logins(config, secrets))
+                    addresses=frozenset({account.address.lower()}),
+                    senders=partial(sender_logins, config, secrets))
 
 
 def sender_logins(config: Config, secrets: SecretStore) -> tuple[Login, ...]:

@@ -37,6 +37,7 @@ from pizzamail.tools import ToolRegistry
 from pizzamail.tools.builtins import Builtins
 from pizzamail.tools.mcp import McpHub
 from pizzamail.triggers.scheduler import Scheduler
+from pizzamail.triggers.watch import Watchers
 from pizzamail.web import Hooks, create_app, start_http_server
 
 log = logging.getLogger("pizzamail.service")
@@ -122,6 +123,10 @@ class Service:
                       on_stored=runner.wake)
         http = await start_http_server(create_app(hooks), host=server.host, port=server.http_port)
         stack.push_async_callback(http.close)
+        watchers = Watchers(store=store, blobs=blobs, config=self.config, secrets=self.secrets,
+                            on_posted=runner.wake)
+        await watchers.start()  # remote mailboxes: stopped (logged out) before anything above
+        stack.push_async_callback(watchers.stop)
         return Listening(host=server.host, smtp=smtp_port, imap=imap.port, imaps=imap.tls_port or 0,
                          http=http.port)
 

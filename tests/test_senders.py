@@ -124,6 +124,15 @@ async def test_sender_logins_that_fail_with_535(port: int, store: Store, login: 
     assert await count(store, "messages") == 0
 
 
+async def test_a_password_made_while_serving_works_without_a_restart(
+    port: int, store: Store, keys: SecretStore
+) -> None:
+    ci = {"login": ("ci", "made-later-789"), "sender": CI}
+    assert (await asyncio.to_thread(refused, port, mail(From=CI), **ci))[0] == 535
+    keys.set(sender_key("ci"), "made-later-789")  # `pizzamail account password --sender ci`
+    assert (await asyncio.to_thread(submit, port, mail(From=CI), **ci))[0] == 250
+
+
 @pytest.mark.parametrize(("kwargs", "text"), [
     (as_cron(sender=OWNER), f"<{OWNER}> may not send tasks here; send from your own address ({CRON})"),
     (as_cron(data=mail(From=OWNER)), f"From: <{OWNER}> is not your address ({CRON})"),

@@ -18,6 +18,7 @@ from pizzamail.cli.serve import init, serve
 from pizzamail.cli.skills import skills
 from pizzamail.cli.threads import task, threads
 from pizzamail.cli.triggers import schedule, triggers
+from pizzamail.cli.watches import watch
 from pizzamail.errors import PizzamailError
 
 
@@ -34,7 +35,7 @@ def cli(ctx: click.Context, home: Path | None) -> None:
 
 
 for command in (init, serve, task, threads, account, keys, models, mcp, skills, doctor, approvals, approve,
-                deny, rules, schedule, triggers):
+                deny, rules, schedule, triggers, watch):
     cli.add_command(command)
 
 

@@ -8,6 +8,7 @@ from typing import Any
 
 import click
 
+from pizzamail.auth import sender_key
 from pizzamail.cli.app import App
 from pizzamail.config import ScheduleSettings, schedule_settings
 from pizzamail.errors import ConfigError
@@ -22,6 +23,7 @@ from pizzamail.triggers.schedules import (
     run_now,
     save_schedule,
 )
+from pizzamail.triggers.watch import watch_rows
 
 
 @click.group()
@@ -120,21 +122,29 @@ def schedule_rm(app: App, name: str) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.pass_obj
 def triggers(app: App, as_json: bool) -> None:
-    """Every trigger (schedules, webhooks) with its next/last firing and outcome."""
-    found, hooks = asyncio.run(_all(app))
-    rows = [{"kind": "schedule", **_schedule_data(s)} for s in found] + hooks
+    """Every trigger (schedules, webhooks, senders, watched mailboxes) with its last firing and outcome."""
+    rows = asyncio.run(_all(app))
     if as_json:
         click.echo(json.dumps(rows, indent=2))
         return
     if not rows:
-        click.echo("no triggers: see `pizzamail schedule add` and [hooks.NAME] in config.toml")
+        click.echo("no triggers: see `pizzamail schedule add`, and [hooks.NAME], [senders.NAME] and"
+                   " [watches.NAME] in config.toml")
     for row in rows:
-        if row["kind"] == "schedule":
-            click.echo(f"schedule {row['name']}  next {row['next_due']}  last {row['last_fired_at'] or '-'}"
-                       f"  {row['last_outcome'] or ''}".rstrip())
-        else:
-            click.echo(f"hook     {row['name']}  POST /hooks/{row['name']} ({row['auth']})"
-                       f"  last {row['last_at'] or '-'}  {row['last_outcome'] or ''}".rstrip())
+        last = f"last {row['last_at'] or '-'}  {row['last_outcome'] or ''}".rstrip()
+        click.echo(f"{row['kind']:<8} {row['name']}  {_what(row)}  {last}")
+
+
+def _what(row: dict[str, Any]) -> str:
+    """The kind-specific middle of a `triggers` line."""
+    if row["kind"] == "schedule":
+        paused = "" if row["enabled"] else " [disabled]"
+        return f"{row['cron']} ({row['tz']})  next {row['next_due']}{paused}"
+    if row["kind"] == "hook":
+        return f"POST /hooks/{row['name']} ({row['auth']})"
+    if row["kind"] == "sender":
+        return f"{row['address']} (login {row['login']})" + ("" if row["can_log_in"] else " [no password]")
+    return f"{row['where']} [{row['state']}]"
 
 
 async def _schedules(app: App) -> list[Schedule]:
@@ -144,18 +154,40 @@ async def _schedules(app: App) -> list[Schedule]:
         return await list_schedules(store)
 
 
-async def _all(app: App) -> tuple[list[Schedule], list[dict[str, Any]]]:
-    last: dict[str, Any] = {}
-    found: list[Schedule] = []
-    if app.home.database.exists():
-        async with Store(path=app.home.database) as store:
-            found = await list_schedules(store)
-            last = {r["name"]: dict(r) for r in await store.fetchall("SELECT * FROM hooks")}
-    hooks = [{"kind": "hook", "name": name, "auth": h.auth, "thread": h.thread,
-              "last_at": last.get(name, {}).get("last_at"),
-              "last_outcome": last.get(name, {}).get("last_outcome")}
+async def _all(app: App) -> list[dict[str, Any]]:
+    if not app.home.database.exists():
+        return _rows(app, [], {}, {}) + await watch_rows(None, app.config)
+    async with Store(path=app.home.database) as store:
+        schedules = await list_schedules(store)
+        hooks = {r["name"]: dict(r) for r in await store.fetchall("SELECT * FROM hooks")}
+        senders = {name: await _last_task(store, s.address) for name, s in app.config.senders.items()}
+        return _rows(app, schedules, hooks, senders) + await watch_rows(store, app.config)
+
+
+def _rows(app: App, schedules: list[Schedule], hooks: dict[str, dict[str, Any]],
+          senders: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    rows = [{"kind": "schedule", **_schedule_data(s),
+             "last_at": s.last_fired_at, "last_outcome": s.last_outcome} for s in schedules]
+    rows += [{"kind": "hook", "name": name, "auth": h.auth, "thread": h.thread,
+              "last_at": hooks.get(name, {}).get("last_at"),
+              "last_outcome": hooks.get(name, {}).get("last_outcome")}
              for name, h in sorted(app.config.hooks.items())]
-    return found, hooks
+    rows += [{"kind": "sender", "name": name, "address": s.address, "login": s.login(name),
+              "approve": s.approve, "enabled": s.enabled,
+              "can_log_in": s.enabled and bool(app.secrets.get(sender_key(name))),
+              **senders.get(name, {"last_at": None, "last_outcome": None})}
+             for name, s in sorted(app.config.senders.items())]
+    return rows
+
+
+async def _last_task(store: Store, address: str) -> dict[str, Any]:
+    """When a sender's latest task arrived, and how its run went."""
+    row = await store.fetchone(
+        "SELECT m.created_at, r.id, r.status FROM messages m LEFT JOIN runs r ON r.message_id = m.id"
+        " WHERE m.kind = 'task' AND lower(m.sender) = ? ORDER BY m.id DESC LIMIT 1", (address.lower(),))
+    if row is None:
+        return {"last_at": None, "last_outcome": None}
+    return {"last_at": row["created_at"], "last_outcome": f"run {row['id']}: {row['status']}"}
 
 
 def _schedule_data(s: Schedule) -> dict[str, Any]:

@@ -258,6 +258,36 @@ MIGRATIONS: list[tuple[str, str]] = [
         )
         """,
     ),
+    (
+        # Watched remote mailboxes: per watch the mailbox (user@host:port/folder) and its UIDVALIDITY,
+        # the last UID handled, the thread it continues (thread = "one") and its connection state,
+        # last time and outcome; each mail handled is a row,
+        # unique per (watch, uidvalidity, uid) and written in the task's own transaction, so a mail
+        # never becomes two tasks, across reconnects and restarts.
+        "009_watches",
+        """
+        CREATE TABLE watches(
+            name TEXT PRIMARY KEY,
+            mailbox TEXT,
+            uidvalidity INTEGER,
+            last_uid INTEGER NOT NULL DEFAULT 0,
+            thread_id INTEGER REFERENCES threads(id),
+            state TEXT,
+            last_at TEXT,
+            last_outcome TEXT
+        );
+        CREATE TABLE watched_mail(
+            id INTEGER PRIMARY KEY,
+            watch TEXT NOT NULL,
+            uidvalidity INTEGER NOT NULL,
+            uid INTEGER NOT NULL,
+            message_id TEXT,
+            run_id INTEGER REFERENCES runs(id),
+            handled_at TEXT NOT NULL,
+            UNIQUE (watch, uidvalidity, uid)
+        )
+        """,
+    ),
 ]
 
 

@@ -83,12 +83,15 @@ def read_payload(content_type: str, body: bytes) -> Any:
     return text
 
 
-_ENV = jinja2.sandbox.ImmutableSandboxedEnvironment(undefined=jinja2.ChainableUndefined, autoescape=False)
+#: the one sandboxed environment for every trigger's prompt template (hooks, watched mailboxes): a
+#: template comes from config, its variables from outside senders
+TEMPLATES = jinja2.sandbox.ImmutableSandboxedEnvironment(
+    undefined=jinja2.ChainableUndefined, autoescape=False)
 
 
 def template_problem(source: str) -> str | None:
     try:
-        _ENV.from_string(source)
+        TEMPLATES.from_string(source)
     except jinja2.TemplateSyntaxError as exc:
         return f"a Jinja2 template ({exc.message}, line {exc.lineno})"
     return None
@@ -100,7 +103,7 @@ def render_prompt(template: str, payload: Any, *, hook: str) -> str:
     if not template:
         return f"A delivery to webhook {hook!r}:\n\n{pretty}"
     try:
-        return _ENV.from_string(template).render(payload=payload, hook=hook, payload_text=pretty)
+        return TEMPLATES.from_string(template).render(payload=payload, hook=hook, payload_text=pretty)
     except jinja2.TemplateError as exc:
         raise Rejected(422, f"the hook's prompt template failed on this payload: {exc}") from None
 

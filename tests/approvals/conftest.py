@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from email.message import EmailMessage
 from email.policy import SMTP as SMTP_POLICY
 from email.utils import make_msgid
+from functools import partial
 from typing import Any
 
 import pytest
@@ -114,7 +115,7 @@ async def open_approvals(harness: Harness, **runner_options: Any) -> AsyncIterat
     # the owner's account may also send as a second address that is not on the approver list;
     # [senders.NAME] of the harness's config log in with their passwords in its secrets
     accounts = Accounts(user="me", password=PASSWORD, addresses=frozenset({OWNER, OTHER}),
-                        senders=sender_logins(harness.config, harness.secrets))
+                        senders=partial(sender_logins, harness.config, harness.secrets))
     handler = IntakeHandler(
         store=harness.store, blobs=harness.blobs, accounts=accounts,
         agents=frozenset({BOT}), domain="pizzamail.localhost", on_stored=stored, composer=composer,

@@ -1,0 +1,393 @@
+"""One remote IMAP folder, through a small typed session over IMAPClient.
+
+IMAPClient is synchronous: each session has one worker thread of its own that makes every call, in
+order, and the async methods here await it. What IMAPClient returns (untyped dicts and tuples) is
+read by :mod:`.watch_wire`, and every failure becomes one :class:`WatchError`, so the rest of
+pizzamail never sees the library.
+
+IDLE is spoken on the imaplib connection IMAPClient wraps: ``IMAPClient.idle()`` fails on an untagged
+response before the server's ``+`` (allowed, and what our own server sends when mail came since the
+last command), and ``idle_check()`` ignores responses imaplib has already buffered and takes a closed
+connection for silence. The worker waits in ``select`` on the socket and on a wake-up socket pair:
+no CPU while nothing happens, and stop ends the wait at once. Every other wait is bounded by the
+socket timeout (``reply_seconds``).
+
+Read-only means EXAMINE and ``BODY.PEEK[]``: the remote ``\\Seen`` flags never change. Only
+:meth:`ImapSession.mark_seen` writes, and the watcher calls it only when the user allowed it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import imaplib
+import io
+import logging
+import re
+import selectors
+import socket
+import ssl
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, TypeVar, cast
+
+from imapclient import SEEN, IMAPClient  # type: ignore[import-untyped]  # IMAPClient ships no py.typed
+from imapclient.exceptions import LoginError  # type: ignore[import-untyped]
+
+from pizzamail.config import WatchSettings
+from pizzamail.errors import PizzamailError
+from pizzamail.triggers.watch_wire import fetched_mail, folder_names, folder_status
+
+T = TypeVar("T")
+
+#: bytes of a mail fetched at most: the text a task needs is near the start, attachments are not
+MAX_FETCH_BYTES = 2 * 1024 * 1024
+#: the polite goodbye (DONE, LOGOUT) may take this long before the connection is simply dropped
+CLOSE_SECONDS = 5.0
+
+# IMAPClient logs every command and response at DEBUG (whole mails of the user's real inbox): none of
+# it belongs in pizzamail's log, even with --verbose.
+logging.getLogger("imapclient").setLevel(logging.WARNING)
+
+
+class WatchError(PizzamailError):
+    """A watch cannot go on now. ``kind``: connect, tls, login, password, folder, store, protocol
+    or internal (our own failure)."""
+
+    def __init__(self, kind: str, message: str, *, hint: str | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.kind = kind
+
+    @property
+    def patient(self) -> bool:
+        """Retrying soon cannot help (and a wrong password retried fast may lock the account)."""
+        return self.kind in ("login", "password")
+
+    @property
+    def outcome(self) -> str:
+        return f"{self.message}; {self.hint}" if self.hint else self.message
+
+
+@dataclass(frozen=True, kw_only=True)
+class FolderStatus:
+    uidvalidity: int
+    uidnext: int
+    exists: int
+
+
+def client_context(cafile: str | None = None) -> ssl.SSLContext:
+    """Certificates verified against the system's CAs, or only against ``cafile`` when given."""
+    return ssl.create_default_context(cafile=cafile)
+
+
+class ImapSession:
+    """A logged-in connection to one watch's server; use :meth:`open`, then ``async with``."""
+
+    def __init__(
+        self, name: str, settings: WatchSettings, *, reply_seconds: float, poll_seconds: float
+    ) -> None:
+        self.name = name
+        self.settings = settings
+        self.poll_seconds = poll_seconds
+        self._timeout = reply_seconds
+        self._password = ""
+        self._client: Any = None  # the IMAPClient, made (and only ever used) in the worker thread
+        self._capabilities: frozenset[bytes] = frozenset()
+        self._changed = False
+        self._broken = False  # the connection failed: no LOGOUT at close
+        self._closed = False
+        self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"pizzamail-watch-{name}")
+        self._wake_in, self._wake_out = socket.socketpair()
+        self._wake_out.setblocking(False)
+
+    @classmethod
+    async def open(
+        cls, name: str, settings: WatchSettings, *, tls: ssl.SSLContext | None = None,
+        reply_seconds: float = 30.0, poll_seconds: float = 60.0,
+    ) -> ImapSession:
+        """Connected and greeted (with TLS as configured), not yet logged in; ``reply_seconds``
+        bounds the wait for each answer of the server."""
+        session = cls(name, settings, reply_seconds=reply_seconds, poll_seconds=poll_seconds)
+        context = (tls or client_context()) if settings.security != "none" else None
+        try:
+            await session._call(lambda: session._connect(context))
+        except BaseException:
+            await session.close()
+            raise
+        return session
+
+    async def __aenter__(self) -> ImapSession:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    @property
+    def can_idle(self) -> bool:
+        return b"IDLE" in self._capabilities
+
+    @property
+    def where(self) -> str:
+        return f"{self.settings.host}:{self.settings.port}"
+
+    async def login(self, password: str) -> None:
+        self._password = password  # only to keep it out of error texts
+        self._capabilities = await self._call(lambda: self._login(password))
+
+    async def open_folder(self, folder: str, *, read_only: bool) -> FolderStatus:
+        return await self._call(lambda: self._open_folder(folder, read_only))
+
+    async def folder_names(self) -> list[str]:
+        return await self._call(lambda: folder_names(self._client.list_folders()))
+
+    def begin_pass(self) -> None:
+        """A look at the folder starts: changes announced from now on mean look again."""
+        self._changed = False
+
+    @property
+    def changed(self) -> bool:
+        return self._changed
+
+    async def uids_after(self, uid: int) -> list[int]:
+        # "n:*" also names the highest UID when it is below n (RFC 3501 §6.4.8): filtered here.
+        return sorted(u for u in await self._call(lambda: self._search(f"{uid + 1}:*")) if u > uid)
+
+    async def fetch(self, uid: int) -> bytes | None:
+        """The mail (its first :data:`MAX_FETCH_BYTES`), unseen flags untouched; None if it is gone."""
+        items = [f"BODY.PEEK[]<0.{MAX_FETCH_BYTES}>"]
+        return await self._call(lambda: fetched_mail(self._client.fetch([uid], items), uid))
+
+    async def mark_seen(self, uid: int) -> None:
+        """``\\Seen`` on one mail; a refusal is a WatchError of kind ``store``."""
+        await self._call(lambda: self._mark_seen(uid))
+
+    async def wait_for_change(self, seconds: float) -> None:
+        """Until the server announces new mail or ``seconds`` pass: IDLE, else NOOP polls."""
+        if self.can_idle:
+            await self._call(lambda: self._idle(seconds))
+            return
+        await asyncio.sleep(min(seconds, self.poll_seconds))
+        await self._call(lambda: self._client.noop())
+
+    async def close(self) -> None:
+        """LOGOUT politely (ending IDLE first) when the connection still works, then drop it."""
+        if self._closed:
+            return
+        self._closed = True
+        self._wake()
+        polite = False
+        try:
+            async with asyncio.timeout(CLOSE_SECONDS):
+                await self._call(self._logout)
+            polite = True
+        except Exception:  # going away either way: nothing here is worth telling the user
+            pass
+        finally:
+            self._drop(interrupt=not polite)
+
+    # -- the async side of the worker -----------------------------------------------------------
+
+    async def _call(self, work: Callable[[], T]) -> T:
+        """``work`` in the worker thread, after what is already there; its failure is a WatchError."""
+        loop = asyncio.get_running_loop()
+        try:
+            return await loop.run_in_executor(self._worker, self._guarded, work)
+        except asyncio.CancelledError:
+            self._wake()  # a wait there ends now; any other call within the socket timeout
+            raise
+
+    def _wake(self) -> None:
+        """End the worker's current (or next) IDLE wait; a stale wake costs one extra look."""
+        with contextlib.suppress(OSError):  # full: a wake is pending anyway; closed: nothing waits
+            self._wake_out.send(b"\0")
+
+    def _drop(self, *, interrupt: bool) -> None:
+        """Let the worker go; ``interrupt`` shuts the socket first, ending any read it is stuck in."""
+        client = self._client
+        if interrupt and client is not None:
+            with contextlib.suppress(OSError):  # the socket's own method: the TLS layer stays the worker's
+                socket.socket.shutdown(client.socket(), socket.SHUT_RDWR)
+        self._worker.submit(self._release)
+        self._worker.shutdown(wait=False)
+
+    # -- in the worker thread --------------------------------------------------------------------
+
+    def _guarded(self, work: Callable[[], T]) -> T:
+        try:
+            result = work()
+            if self._client is not None:
+                self._note_changes()
+            return result
+        except Exception as exc:
+            if isinstance(exc, OSError | imaplib.IMAP4.abort):
+                self._broken = True
+            raise self._problem(exc) from None  # the library's text may quote a command (a password)
+
+    @property
+    def _imap(self) -> imaplib.IMAP4:
+        """The imaplib connection inside IMAPClient: IDLE and the untagged responses are read on it."""
+        imap: imaplib.IMAP4 = self._client._imap
+        return imap
+
+    def _connect(self, context: ssl.SSLContext | None) -> None:
+        s = self.settings
+        self._client = IMAPClient(s.host, port=s.port, ssl=s.security == "ssl", ssl_context=context,
+                                  timeout=self._timeout)
+        if s.security == "starttls":
+            # Never fall back to clear text: the password would cross the network readable.
+            if not self._client.has_capability("STARTTLS"):
+                raise WatchError("tls", f"{self.where} does not offer STARTTLS",
+                                 hint=f'use security = "ssl" (usually port 993) in [watches.{self.name}]')
+            self._client.starttls(context)  # IMAPClient asks CAPABILITY again: the clear text one is void
+
+    def _login(self, password: str) -> frozenset[bytes]:
+        client, user = self._client, self.settings.user
+        try:
+            if (user + password).isascii():
+                client.login(user, password)
+            elif client.has_capability("AUTH=PLAIN"):
+                client.plain_login(user, password)  # SASL PLAIN is UTF-8; imaplib's LOGIN is ASCII only
+            else:
+                raise WatchError("login", f"{self.where} offers no AUTH=PLAIN, which a user name or"
+                                          " password beyond ASCII needs", hint=self._login_hint)
+        except LoginError as exc:
+            if isinstance(exc.__context__, imaplib.IMAP4.abort):  # lost, not refused
+                raise exc.__context__ from None
+            raise WatchError("login", f"{self.where} refused the login of {user!r}: {self._reason(exc)}",
+                             hint=self._login_hint) from None
+        return frozenset(bytes(c).upper() for c in client.capabilities())  # IDLE may come only now
+
+    @property
+    def _login_hint(self) -> str:
+        return (f"check user in [watches.{self.name}] and set the password with"
+                f" `pizzamail keys set watch:{self.name}`")
+
+    def _open_folder(self, folder: str, read_only: bool) -> FolderStatus:
+        try:
+            answer = self._client.select_folder(folder, readonly=read_only)  # EXAMINE when read-only
+        except imaplib.IMAP4.readonly:
+            raise WatchError("folder", f"{self.where} opens {folder!r} only read-only",
+                             hint=f"set read_only = true in [watches.{self.name}]") from None
+        except imaplib.IMAP4.abort:
+            raise
+        except imaplib.IMAP4.error as exc:
+            raise WatchError("folder", f"{self.where} cannot open folder {folder!r}: {self._reason(exc)}",
+                             hint=f"check folder in [watches.{self.name}] (`pizzamail watch test"
+                                  f" {self.name}` lists the server's folders)") from None
+        uidvalidity, uidnext, exists = folder_status(answer)
+        if uidvalidity is None:
+            raise WatchError("protocol", f"{self.where} gave no UIDVALIDITY for {folder!r}")
+        if uidnext is None:  # optional before IMAP4rev2: one past the highest UID
+            uidnext = max(self._search("*"), default=0) + 1
+        return FolderStatus(uidvalidity=uidvalidity, uidnext=uidnext, exists=exists)
+
+    def _search(self, uids: str) -> list[int]:
+        return [int(uid) for uid in self._client.search(["UID", uids])]
+
+    def _mark_seen(self, uid: int) -> None:
+        try:
+            self._client.add_flags([uid], [SEEN], silent=True)
+        except imaplib.IMAP4.abort:
+            raise
+        except imaplib.IMAP4.error as exc:
+            raise WatchError("store", f"{self.where} refused STORE: {self._reason(exc)}") from None
+
+    def _idle(self, seconds: float) -> None:
+        """IDLE (RFC 2177) until new mail is announced, ``seconds`` pass or :meth:`_wake`; then DONE."""
+        imap = self._imap
+        tag = imap._command("IDLE")
+        while imap._get_response() is not None:  # untagged responses may come before the "+"
+            if imap.tagged_commands.get(tag) is not None:
+                raise WatchError("protocol", f"{self.where} refused IDLE")
+        self._wait(seconds)
+        imap.send(b"DONE\r\n")
+        result, _ = imap._command_complete("IDLE", tag)
+        if result != "OK":
+            raise WatchError("protocol", f"{self.where} ended IDLE with {result}")
+
+    def _wait(self, seconds: float) -> None:
+        deadline = time.monotonic() + seconds
+        with selectors.DefaultSelector() as selector:
+            selector.register(self._wake_in, selectors.EVENT_READ)
+            selector.register(self._client.socket(), selectors.EVENT_READ)
+            while not self._note_changes():
+                if self._buffered():
+                    self._imap._get_response()
+                    continue
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return
+                ready = [key.fileobj for key, _ in selector.select(remaining)]
+                if self._wake_in in ready:
+                    self._wake_in.recv(4096)
+                    return
+                if ready:  # a response, or the end of the connection (imaplib raises "EOF")
+                    self._imap._get_response()
+
+    def _buffered(self) -> bool:
+        """Whether imaplib (or TLS) already holds bytes of a response: ``select`` cannot see those."""
+        sock = self._client.socket()
+        chunks = getattr(self._imap, "_readbuf", None)  # Python 3.14+: imaplib's own read buffer
+        if chunks is not None:
+            return any(chunks) or (isinstance(sock, ssl.SSLSocket) and sock.pending() > 0)
+        reader = cast(io.BufferedReader, self._imap.file)  # up to 3.13: a BufferedReader on the socket
+        sock.setblocking(False)
+        try:
+            return bool(reader.peek(1))  # what is buffered, else what the socket has now (no waiting)
+        except (BlockingIOError, ssl.SSLWantReadError):
+            return False
+        finally:
+            sock.settimeout(self._timeout)
+
+    def _note_changes(self) -> bool:
+        """Whether the server announced new mail (EXISTS) since the last look; the other untagged
+        responses (imaplib keeps them all) are dropped."""
+        responses = self._imap.untagged_responses
+        found = "EXISTS" in responses
+        responses.clear()
+        self._changed = self._changed or found
+        return found
+
+    def _logout(self) -> None:
+        if self._client is not None and not self._broken:
+            self._client.logout()
+
+    def _release(self) -> None:
+        """The worker's last task: close the connection (if LOGOUT did not) and the wake-up pair."""
+        if self._client is not None:
+            with contextlib.suppress(Exception):
+                self._client.shutdown()
+        self._wake_in.close()
+        self._wake_out.close()
+
+    def _problem(self, exc: Exception) -> WatchError:
+        if isinstance(exc, WatchError):
+            return exc
+        where, name = self.where, self.name
+        if isinstance(exc, ssl.SSLCertVerificationError):
+            return WatchError("tls", f"the TLS certificate of {where} is not trusted ({exc.verify_message})",
+                              hint="check host (the certificate must name it); for a server with its own"
+                                   f" certificate, `pizzamail watch test {name} --cafile CERT` checks it")
+        if isinstance(exc, ssl.SSLError):
+            return WatchError("tls", f"TLS with {where} failed ({exc.reason or exc})",
+                              hint=f"check port and security in [watches.{name}]: 993 is ssl, 143 starttls")
+        if isinstance(exc, TimeoutError):
+            return WatchError("connect", f"{where} did not answer within {self._timeout:g} s",
+                              hint=f"check host and port in [watches.{name}] and that the server is up")
+        if isinstance(exc, OSError | imaplib.IMAP4.abort):
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else self._reason(exc)
+            if self._client is not None:
+                return WatchError("connect", f"the connection to {where} was lost ({reason})")
+            return WatchError("connect", f"cannot connect to {where} ({reason})",
+                              hint=f"check host and port in [watches.{name}] and the network")
+        return WatchError("protocol", f"{where}: {self._reason(exc)}")
+
+    def _reason(self, exc: BaseException) -> str:
+        """The server's words in a library error, without "select failed: b'...'" around them."""
+        text = re.sub(r"^\w+ failed: ", "", str(exc).strip())
+        if quoted := re.fullmatch(r"b'(.*)'|b\"(.*)\"", text, re.DOTALL):
+            text = quoted[1] if quoted[1] is not None else quoted[2]
+        text = text.replace(self._password, "***") if self._password else text
+        return text.strip() or type(exc).__name__

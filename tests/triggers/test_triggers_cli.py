@@ -1,0 +1,66 @@
+"""`pizzamail triggers`: one list of every kind of trigger, with what each last did."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+from click.testing import CliRunner, Result
+
+from pizzamail.cli import cli
+from pizzamail.home import Home
+from pizzamail.intake.tasks import submit_text
+from pizzamail.store import Store
+from pizzamail.store.blobs import BlobStore
+
+CONFIG = """
+[hooks.github]
+auth = "bearer"
+[senders.cron]
+address = "cron@localhost"
+[senders.backup]
+address = "backup@localhost"
+[watches.work]
+host = "imap.example.com"
+user = "me@example.com"
+"""
+
+
+def run(home: Path, *args: str) -> Result:
+    return CliRunner().invoke(cli, ["--home", str(home), *args])
+
+
+def test_every_kind_is_listed_before_anything_ran(tmp_path: Path) -> None:
+    (tmp_path / "config.toml").write_text(CONFIG)
+    assert run(tmp_path, "account", "password", "--sender", "cron").exit_code == 0
+    assert run(tmp_path, "schedule", "add", "news", "--when", "every weekday at 8", "--tz", "UTC",
+               "--prompt", "Summarise").exit_code == 0
+
+    rows = json.loads(run(tmp_path, "triggers", "--json").output)
+    kinds = {(r["kind"], r["name"]) for r in rows}
+    assert kinds == {("schedule", "news"), ("hook", "github"), ("sender", "cron"), ("sender", "backup"),
+                     ("watch", "work")}
+    by_name = {r["name"]: r for r in rows}
+    assert by_name["cron"]["can_log_in"] is True and by_name["backup"]["can_log_in"] is False
+    assert by_name["work"]["state"] == "not started"
+
+    text = run(tmp_path, "triggers").output
+    assert "schedule news  0 8 * * 1-5 (UTC)  next " in text
+    assert "hook     github  POST /hooks/github (bearer)  last -" in text
+    assert "sender   backup  backup@localhost (login backup) [no password]  last -" in text
+    assert "watch    work  me@example.com@imap.example.com:993/INBOX [not started]  last -" in text
+
+
+async def test_a_senders_last_task_and_its_run_are_shown(tmp_path: Path) -> None:
+    (tmp_path / "config.toml").write_text(CONFIG)
+    home = Home(root=tmp_path)
+    home.create_dirs()
+    async with Store(path=home.database) as store:
+        stored = await submit_text(store, BlobStore(root=home.blobs), "nightly report",
+                                   sender="cron@localhost", agent="bot@pizzamail.localhost",
+                                   domain="pizzamail.localhost")
+    shown = await asyncio.to_thread(run, tmp_path, "triggers", "--json")
+    row = next(r for r in json.loads(shown.output) if r["name"] == "cron")
+    assert row["last_outcome"] == f"run {stored.run_id}: queued"
+    assert row["last_at"]
