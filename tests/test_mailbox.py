@@ -143,3 +143,12 @@ async def test_a_file_written_before_a_crash_is_indexed_not_written_again(mailbo
     [row] = await mailbox.messages(inbox)
     assert (row.uid, row.subdir, row.flags) == (uid, "cur", {"\\Seen"})
     assert len(os.listdir(mailbox.path(inbox) / "cur")) == 1
+
+
+async def test_a_folder_made_again_never_gets_an_old_uidvalidity(mailbox: Mailbox) -> None:
+    given = set()
+    for _ in range(3):  # within one second: the clock alone would repeat the newest value
+        folder = await mailbox.create_folder("Work")
+        assert folder.uidvalidity not in given
+        given.add(folder.uidvalidity)
+        await mailbox.delete_folder(folder)

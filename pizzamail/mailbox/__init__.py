@@ -392,10 +392,12 @@ def message_base(message_row: int, created: int) -> str:
 
 
 async def _new_uidvalidity(db: aiosqlite.Connection) -> int:
-    async with db.execute("SELECT max(uidvalidity) FROM folders") as cursor:
+    """Never one given out before, also to a folder since deleted (clients cache by it)."""
+    async with db.execute("SELECT latest FROM uidvalidity") as cursor:
         row = await cursor.fetchone()
-    latest = row[0] if row and row[0] else 0
-    return max(int(time.time()), latest + 1)
+    fresh = max(int(time.time()), (int(row[0]) if row else 0) + 1)
+    await db.execute("UPDATE uidvalidity SET latest = ?", (fresh,))
+    return fresh
 
 
 async def _bump(db: aiosqlite.Connection, folder_id: int) -> int:

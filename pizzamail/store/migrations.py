@@ -288,6 +288,15 @@ MIGRATIONS: list[tuple[str, str]] = [
         )
         """,
     ),
+    (
+        # The highest UIDVALIDITY ever given out, kept apart from the folders: a folder deleted and
+        # made again must get a new one even when it was the newest (RFC 3501 2.3.1.1).
+        "010_uidvalidity",
+        """
+        CREATE TABLE uidvalidity(id INTEGER PRIMARY KEY CHECK (id = 1), latest INTEGER NOT NULL);
+        INSERT INTO uidvalidity(id, latest) SELECT 1, coalesce(max(uidvalidity), 0) FROM folders
+        """,
+    ),
 ]
 
 
