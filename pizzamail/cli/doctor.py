@@ -67,6 +67,21 @@ def _senders(app: App) -> Check:
     return Check("warn" if missing else "ok", "senders", "; ".join(parts))
 
 
+def _triggers(app: App) -> Check:
+    """Webhooks and watched mailboxes that cannot work yet because their secret is missing."""
+    config = app.config
+    named = [(f"hook:{n}", f"hook {n}") for n in sorted(config.hooks)]
+    named += [(f"watch:{n}", f"watch {n}") for n, w in sorted(config.watches.items()) if w.enabled]
+    if not (named or config.schedules):
+        return Check("ok", "triggers", "none in config.toml (see `pizzamail triggers`)")
+    missing = [f"{label}: run `pizzamail keys set {key}`" for key, label in named if not app.secrets.get(key)]
+    if missing:
+        return Check("warn", "triggers", "no secret for " + "; ".join(missing))
+    counts = (f"{len(config.schedules)} schedule(s), {len(config.hooks)} hook(s),"
+              f" {len(config.watches)} watch(es)")
+    return Check("ok", "triggers", counts + " in config.toml; `pizzamail watch test NAME` tries a watch")
+
+
 def _model(app: App) -> Check:
     name, _, model = app.config.agent.model.partition(":")
     settings = app.config.provider(name)
@@ -145,8 +160,8 @@ def _alive(pid: int) -> bool:
     return True
 
 
-CHECKS: list[Callable[[App], Check]] = [_home, _config, _keyring, _password, _senders, _model, _tls, _maildir,
-                                        _mcp, _skills, _server]
+CHECKS: list[Callable[[App], Check]] = [_home, _config, _keyring, _password, _senders, _triggers, _model,
+                                        _tls, _maildir, _mcp, _skills, _server]
 _SEVERITY = {"model": "warn"}  # a missing model key still lets the server run
 
 

@@ -27,8 +27,8 @@ user = "me@example.com"
 """
 
 
-def run(home: Path, *args: str) -> Result:
-    return CliRunner().invoke(cli, ["--home", str(home), *args])
+def run(home: Path, *args: str, input: str | None = None) -> Result:
+    return CliRunner().invoke(cli, ["--home", str(home), *args], input=input)
 
 
 def test_every_kind_is_listed_before_anything_ran(tmp_path: Path) -> None:
@@ -64,3 +64,15 @@ async def test_a_senders_last_task_and_its_run_are_shown(tmp_path: Path) -> None
     row = next(r for r in json.loads(shown.output) if r["name"] == "cron")
     assert row["last_outcome"] == f"run {stored.run_id}: queued"
     assert row["last_at"]
+
+
+def test_doctor_names_the_command_for_each_missing_trigger_secret(tmp_path: Path) -> None:
+    (tmp_path / "config.toml").write_text(CONFIG)
+    line = next(x for x in run(tmp_path, "doctor").output.splitlines() if "triggers" in x)
+    assert "hook github: run `pizzamail keys set hook:github`" in line
+    assert "watch work: run `pizzamail keys set watch:work`" in line
+    assert run(tmp_path, "keys", "set", "hook:github", input="s3cret-hook\n").exit_code == 0
+    assert run(tmp_path, "keys", "set", "watch:work", input="imap-pw\n").exit_code == 0
+    checks = {c["name"]: c for c in json.loads(run(tmp_path, "doctor", "--json").output)}
+    assert checks["triggers"]["status"] == "ok"
+    assert "0 schedule(s), 1 hook(s), 1 watch(es)" in checks["triggers"]["detail"]
