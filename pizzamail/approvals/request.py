@@ -5,6 +5,12 @@ The request goes into the thread (INBOX) like every bot mail; a copy of the same
 waits was deleted by the user: that is "ignore" (the agent is told). The pass that notices this,
 :func:`sync_action_folder`, runs after filing and on the runner's idle poll — the Maildir index in
 the store is the truth about what the user's client deleted.
+
+A tool that describes its calls (:class:`~pizzamail.tools.Explained`) has that description shown
+above the arguments (:mod:`pizzamail.approvals.shown`). It is not stored: it is worked out from the
+stored arguments whenever a request is written (and by ``pizzamail approvals``), so it needs nothing a
+restart loses, and it follows the arguments that the request shows. The request mail keeps what the
+user was shown.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ from typing import Any
 from pizzamail.approvals.decide import Decision, approval_header
 from pizzamail.approvals.ledger import apply_decision
 from pizzamail.approvals.release import Waiting
+from pizzamail.approvals.shown import explain, shown_arguments
 from pizzamail.composer import Composed, Composer, MailContext
 from pizzamail.mailbox import Mailbox
 from pizzamail.runner.loop import Transcript
@@ -41,13 +48,14 @@ def request_mail(composer: Composer, ctx: MailContext, *, waiting: Waiting, tool
                  transcript: Transcript, bot: str, expires: str = "") -> Composed:
     action = waiting.action
     offered = toolbox.get(action.tool)
-    arguments = action.parsed_arguments
+    arguments = shown_arguments(action, waiting.why)
     evidence = gather_evidence(transcript, action.call_id)
     view: dict[str, Any] = {
         "label": action.label, "reason": action.reason, "tool": action.original,
         "server_text": "pizzamail itself (built-in)" if action.server == "builtin"
         else f"the MCP server {action.server!r}",
         "description": offered.tool.spec.description if offered else "(the tool is not available now)",
+        "explained": explain(offered, arguments),
         "annotations": (offered.annotations if offered and offered.annotations else
                         "built-in" if action.server == "builtin" else "no annotations"),
         "readable": [(k, _readable(v)) for k, v in arguments.items()],

@@ -1,6 +1,10 @@
 """``approvals`` (what waits for you), ``approve`` / ``deny`` (decide from the terminal) and
 ``rules`` (standing "approve always" rules: list, rm).
 
+``approvals`` shows a call the way its request mail does: a built-in tool that describes its calls
+(schedule_task) says what approving will do. A listing starts no MCP server, so their calls show
+their arguments only.
+
 A decision from the terminal is recorded exactly like one by mail (a decisions row, ``via`` names
 the terminal) and re-queues the waiting run; a running ``serve`` picks it up at its next poll.
 """
@@ -10,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import getpass
 import json
+import textwrap
 from dataclasses import asdict
 
 import click
@@ -18,9 +23,14 @@ from pizzamail.approvals.decide import Decision
 from pizzamail.approvals.ledger import STATE_TEXT, Applied, Rule, action_by_id, apply_decision, pending
 from pizzamail.approvals.ledger import remove_rule as remove_rule_row
 from pizzamail.approvals.ledger import rules as list_rules
+from pizzamail.approvals.shown import explain, shown_arguments
 from pizzamail.cli.app import App
+from pizzamail.composer import Composer, MailContext
 from pizzamail.store import Store
-from pizzamail.store.actions import HeldAction
+from pizzamail.store.actions import HeldAction, canonical_json
+from pizzamail.store.blobs import BlobStore
+from pizzamail.tools import RunScope
+from pizzamail.tools.builtins import Builtins
 
 
 @click.command()
@@ -30,14 +40,17 @@ def approvals(app: App, as_json: bool) -> None:
     """List the actions waiting for your decision."""
     found = asyncio.run(_pending(app)) if app.home.database.exists() else []
     if as_json:
-        click.echo(json.dumps([_public(a) for a in found], indent=2))
+        click.echo(json.dumps([{**_public(a), "description": said} for a, said in found], indent=2))
         return
     if not found:
         click.echo("nothing waits for your approval")
         return
     click.echo(f"{'ID':>4}  {'THREAD':>6}  {'STATE':<8} ACTION")
-    for a in found:
-        click.echo(f"{a.id:>4}  {a.thread_id:>6}  {a.status:<8} {a.label} {a.arguments}")
+    for a, said in found:
+        shown = canonical_json(shown_arguments(a, a.status))
+        click.echo(f"{a.id:>4}  {a.thread_id:>6}  {a.status:<8} {a.label} {shown}")
+        if said:
+            click.echo(textwrap.indent(said, " " * 6))
 
 
 @click.command()
@@ -110,9 +123,25 @@ async def _apply(app: App, action_id: int, decision: Decision) -> Applied | None
         return await apply_decision(db, action, decision, by=by, via=f"cli:{getpass.getuser()}")
 
 
-async def _pending(app: App) -> list[HeldAction]:
+async def _pending(app: App) -> list[tuple[HeldAction, str]]:
+    """The waiting actions, each with what its tool says about the call ('' when nothing)."""
     async with Store(path=app.home.database) as store:
-        return await pending(store)
+        found = await pending(store)
+        if not found:
+            return []
+        builtins = Builtins(store=store, blobs=BlobStore(root=app.home.blobs),
+                            composer=Composer(config=app.config), sender=app.config.agent.address)
+        return [(a, _described(app, builtins, a)) for a in found]
+
+
+def _described(app: App, builtins: Builtins, action: HeldAction) -> str:
+    if action.server != "builtin":
+        return ""
+    mail = MailContext(thread_id=action.thread_id, run_id=action.run_id, subject="", in_reply_to=None)
+    scope = RunScope(run_id=action.run_id, thread_id=action.thread_id, mail=mail,
+                     workspace=app.home.root / "workspaces" / str(action.run_id))
+    offered = next((o for o in builtins.offer(scope).tools if o.name == action.tool), None)
+    return explain(offered, shown_arguments(action, action.status))
 
 
 async def _rules(app: App) -> list[Rule]:

@@ -18,7 +18,7 @@ from typing import Any
 from pizzamail.providers.types import Message, Provider, Response, ToolCall
 from pizzamail.runner.limits import LIMIT_PREFIX, Limits, not_run_text, summary_request
 from pizzamail.runner.steps import AgentStep, HeldStep, ModelStep, ToolStep
-from pizzamail.tools import Offered, Toolbox, ToolResult
+from pizzamail.tools import Explained, Offered, Toolbox, ToolResult
 
 log = logging.getLogger("pizzamail.runner")
 
@@ -177,13 +177,11 @@ async def gate(
 
 
 async def _refused(offered: Offered, call: ToolCall) -> ToolResult | None:
-    """A tool may check its arguments before it is held (``check``, optional; schedule_task does):
-    a call that could never run comes back to the model to fix, not to the user to approve."""
-    check = getattr(offered.tool, "check", None)
-    if check is None:
+    """A tool that checks its own arguments (:class:`Explained`; schedule_task does) is asked before
+    its call is held: a call that could never run comes back to the model to fix, not to the user."""
+    if not isinstance(offered.tool, Explained):
         return None
-    result: ToolResult | None = await check(dict(call.arguments))
-    return result
+    return await offered.tool.check(dict(call.arguments))
 
 
 def _answer(call: ToolCall, result: ToolResult) -> ToolStep:

@@ -8,13 +8,16 @@ added with :meth:`ToolRegistry.add`. Each offered tool carries its policy (``aut
 A failure the model can fix (unknown tool, bad arguments, a tool reporting an error, a timeout) is a
 :class:`ToolResult` with ``is_error`` set that goes back into the conversation; an exception raised by
 a tool is our failure and stops the run.
+
+A tool may also speak about its own calls (:class:`Explained`): check the arguments before a call is
+held, and say in plain words what a held call will do, for the approval request.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from pizzamail.composer import MailContext
 from pizzamail.providers.types import ToolSpec
@@ -33,6 +36,23 @@ class Tool(Protocol):
     def spec(self) -> ToolSpec: ...
 
     async def call(self, arguments: dict[str, Any]) -> ToolResult: ...
+
+
+@runtime_checkable
+class Explained(Protocol):
+    """Optional, next to :class:`Tool`: a tool that checks and describes its own calls
+    (``isinstance(tool, Explained)``; schedule_task is one).
+
+    ``check`` runs before a call is held: an error result goes back to the model to fix, so the user
+    is never asked to approve a call that cannot run. ``describe`` says what a call with these
+    arguments will do, in a sentence or two of Markdown for the approval request (None: nothing to
+    add to the arguments). It is recomputed from the stored arguments whenever a request is written,
+    so it may depend on them, the tool's settings and the clock, never on the run's state.
+    """
+
+    async def check(self, arguments: dict[str, Any]) -> ToolResult | None: ...
+
+    def describe(self, arguments: dict[str, Any]) -> str | None: ...
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -5,10 +5,12 @@ occurrence is posted as a task *from the owner*, so a schedule made without appr
 the model read (a web page, a mail) plant a prompt that runs with the owner's authority, unattended,
 for ever. ``[tools.policy]`` may still deny it.
 
-The arguments are checked before the call is held (:meth:`ScheduleTask.check`): a phrase without a
-cron reading goes back to the model as an error it can fix, never into a request the user would
-approve for nothing. Released, the call saves (upserts) the schedule with source ``agent`` and the
-asking thread, so a call repeated after a crash changes nothing.
+The tool is :class:`~pizzamail.tools.Explained`. The arguments are checked before the call is held
+(:meth:`ScheduleTask.check`): a phrase without a cron reading goes back to the model as an error it can
+fix, never into a request the user would approve for nothing. The request says what approving does
+(:meth:`ScheduleTask.describe`): the times in words, the cron, the zone, the next occurrences, what
+happens after downtime, and the prompt. Released, the call saves (upserts) the schedule with source
+``agent`` and the asking thread, so a call repeated after a crash changes nothing.
 """
 
 from __future__ import annotations
@@ -24,13 +26,16 @@ from pizzamail.errors import ConfigError
 from pizzamail.providers.types import ToolSpec
 from pizzamail.store import Store
 from pizzamail.tools import ToolResult
-from pizzamail.triggers.cron import from_text
+from pizzamail.triggers.cron import default_zone, from_text, next_after
 from pizzamail.triggers.phrases import when_to_cron
 from pizzamail.triggers.schedules import Schedule, find_schedule, save_schedule
 
 _ARGUMENTS = ("name", "when", "prompt", "tz", "catch_up")
 _SOURCES = {"config": "in config.toml", "cli": "added with `pizzamail schedule add`",
             "agent": "set up in another thread"}
+_CATCH_UP = {"once": "run once", "skip": "skipped"}
+_DAYS = ("Sunday", "Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday")
+_SHOWN_TIMES = 3
 
 
 def _text(description: str) -> dict[str, Any]:
@@ -74,6 +79,19 @@ class ScheduleTask:
         found = await self._settings(arguments)
         return found if isinstance(found, ToolResult) else None
 
+    def describe(self, arguments: dict[str, Any]) -> str | None:
+        """For the approval request: what approving starts, and when (None: the arguments make no
+        schedule). The next times are counted from now, in the zone the schedule will have."""
+        settings = _parsed(arguments)
+        if isinstance(settings, ToolResult):
+            return None
+        tz = settings.tz or default_zone(self.agent_tz)
+        times = _next_times(settings.cron, tz, self.clock())
+        return (f"Start this task {_when(settings.cron, tz)}, each time in this thread."
+                f" Next: {_dates(times)}."
+                f" Missed occurrences after downtime: {_CATCH_UP.get(settings.catch_up, settings.catch_up)}."
+                f"\n\n{_quoted(settings.prompt)}")
+
     async def call(self, arguments: dict[str, Any]) -> ToolResult:
         found = await self._settings(arguments)
         if isinstance(found, ToolResult):
@@ -86,24 +104,32 @@ class ScheduleTask:
                                " each occurrence continues this thread")
 
     async def _settings(self, arguments: dict[str, Any]) -> ScheduleSettings | ToolResult:
-        wrong = [k for k in _ARGUMENTS if k in arguments and not isinstance(arguments[k], str)]
-        if wrong:
-            return _error(f"{wrong[0]} must be a string")
-        name, when = str(arguments.get("name", "")).strip(), str(arguments.get("when", ""))
-        translated = when_to_cron(when)
-        if not translated.cron:
-            return _error(f"when {when!r}: {translated.problem}")
-        table = {"cron": translated.cron, "prompt": arguments.get("prompt", ""),
-                 **{k: arguments[k] for k in ("tz", "catch_up") if arguments.get(k)}}
-        try:
-            settings = schedule_settings(name, table)
-        except ConfigError as exc:
-            return _error(_argument_problem(exc, name))
+        settings = _parsed(arguments)
+        if isinstance(settings, ToolResult):
+            return settings
+        name = str(arguments.get("name", "")).strip()
         existing = await find_schedule(self.store, name)
         if existing is not None and (existing.source != "agent" or existing.thread_id != self.thread_id):
             return _error(f"a schedule named {name!r} already exists ({_SOURCES.get(existing.source, '')});"
                           " choose another name")
         return settings
+
+
+def _parsed(arguments: dict[str, Any]) -> ScheduleSettings | ToolResult:
+    """The arguments as schedule settings, or what is wrong with them (the name is not looked up)."""
+    wrong = [k for k in _ARGUMENTS if k in arguments and not isinstance(arguments[k], str)]
+    if wrong:
+        return _error(f"{wrong[0]} must be a string")
+    name, when = str(arguments.get("name", "")).strip(), str(arguments.get("when", ""))
+    translated = when_to_cron(when)
+    if not translated.cron:
+        return _error(f"when {when!r}: {translated.problem}")
+    table = {"cron": translated.cron, "prompt": arguments.get("prompt", ""),
+             **{k: arguments[k] for k in ("tz", "catch_up") if arguments.get(k)}}
+    try:
+        return schedule_settings(name, table)
+    except ConfigError as exc:
+        return _error(_argument_problem(exc, name))
 
 
 def _argument_problem(exc: ConfigError, name: str) -> str:
@@ -119,3 +145,94 @@ def _local(schedule: Schedule) -> str:
     if not schedule.next_due:
         return "none"
     return f"{from_text(schedule.next_due).astimezone(ZoneInfo(schedule.tz)):%Y-%m-%d %H:%M} {schedule.tz}"
+
+
+# -- the call in words, for the approval request ---------------------------------------------------
+
+
+def _when(cron: str, tz: str) -> str:
+    words = _in_words(cron)
+    if words is None:
+        return f"at the times of cron `{cron}` (time zone {tz})"
+    return f"{words} (cron `{cron}`, time zone {tz})"
+
+
+def _next_times(cron: str, tz: str, after: datetime) -> list[datetime]:
+    times: list[datetime] = []
+    for _ in range(_SHOWN_TIMES):
+        after = next_after(cron, tz, after)
+        times.append(after.astimezone(ZoneInfo(tz)))
+    return times
+
+
+def _dates(times: list[datetime]) -> str:
+    """``Mon 6 Jan 2025 09:00, Mon 13 Jan 09:00``: the year on the first and where it changes."""
+    years = [i == 0 or t.year != times[i - 1].year for i, t in enumerate(times)]
+    return ", ".join(f"{t:%a} {t.day} {t:%b}{f' {t.year}' if year else ''} {t:%H:%M}"
+                     for t, year in zip(times, years, strict=True))
+
+
+def _quoted(text: str) -> str:
+    return "\n".join(f"> {line}".rstrip() for line in text.strip().splitlines())
+
+
+def _in_words(cron: str) -> str | None:
+    """The shapes the phrase reader writes, in words; None for any other (the cron says it)."""
+    minute, hour, dom, month, dow = cron.split()
+    if month != "*":
+        return None
+    if hour == "*" or hour.startswith("*/"):
+        return _interval(minute, hour) if dom == dow == "*" else None
+    days = _days(dom, dow)
+    if days is None or not minute.isdigit() or _numbers(hour) is None:
+        return None
+    return f"{days} at " + " and ".join(f"{int(h):02d}:{int(minute):02d}" for h in hour.split(","))
+
+
+def _interval(minute: str, hour: str) -> str | None:
+    step = hour.removeprefix("*/")
+    if hour == "*" and minute in ("*", "*/1"):
+        return "every minute"
+    if hour == "*" and minute.startswith("*/") and minute[2:].isdigit():
+        return f"every {minute[2:]} minutes"
+    if not minute.isdigit():
+        return None
+    if hour == "*":
+        return f"every hour at :{int(minute):02d}"
+    return f"every {step} hours from 00:{int(minute):02d}" if step.isdigit() else None
+
+
+def _days(dom: str, dow: str) -> str | None:
+    if dom == "*" and dow == "*":
+        return "every day"
+    if dom == "*":
+        days = _weekdays(dow)
+        if days == [1, 2, 3, 4, 5]:
+            return "every weekday (Monday to Friday)"
+        return "every " + _and([_DAYS[d] for d in days]) if days else None
+    numbers = _numbers(dom) if dow == "*" else None
+    return f"on the {_and([_ordinal(n) for n in numbers])} of every month" if numbers else None
+
+
+def _weekdays(dow: str) -> list[int] | None:
+    """``1-5`` or ``1,4`` or ``0,6``: the days, Monday first; None for steps and names."""
+    days: set[int] = set()
+    for part in dow.split(","):
+        first, _, last = part.partition("-")
+        if not (first.isdigit() and (last or first).isdigit()):
+            return None
+        days.update(d % 7 for d in range(int(first), int(last or first) + 1))
+    return sorted(days, key=lambda d: (d - 1) % 7)
+
+
+def _numbers(field: str) -> list[int] | None:
+    parts = field.split(",")
+    return [int(p) for p in parts] if all(p.isdigit() for p in parts) else None
+
+
+def _ordinal(n: int) -> str:
+    return f"{n}{'th' if 10 <= n % 100 <= 20 else {1: 'st', 2: 'nd', 3: 'rd'}.get(n % 10, 'th')}"
+
+
+def _and(words: list[str]) -> str:
+    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]

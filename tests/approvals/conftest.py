@@ -33,12 +33,18 @@ OTHER = "other@pizzamail.localhost"
 
 @dataclass(kw_only=True)
 class DeleteNote:
-    """Not idempotent, always asks: the side effect the tests count."""
+    """Not idempotent, always asks: the side effect the tests count. It describes its calls."""
 
     calls: list[dict[str, Any]] = field(default_factory=list)
     spec = ToolSpec(name="delete_note", description="Delete a note.", parameters={
         "type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"],
         "additionalProperties": False})
+
+    async def check(self, arguments: dict[str, Any]) -> ToolResult | None:
+        return None
+
+    def describe(self, arguments: dict[str, Any]) -> str | None:
+        return f"Delete the note {arguments.get('name')!r} for good."
 
     async def call(self, arguments: dict[str, Any]) -> ToolResult:
         self.calls.append(arguments)

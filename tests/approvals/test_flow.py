@@ -9,9 +9,10 @@ from email.message import EmailMessage
 
 import pytest
 
-from pizzamail.approvals.ledger import pending, rules
+from pizzamail.approvals.decide import decide
+from pizzamail.approvals.ledger import apply_decision, pending, rules, transition
 from pizzamail.store.actions import held_actions
-from tests.approvals.conftest import Approvals, reply
+from tests.approvals.conftest import OWNER, Approvals, reply
 from tests.fakes.openai_server import FakeOpenAI, text, tool_call
 from tests.runner.conftest import bot_mails, plain
 
@@ -41,6 +42,7 @@ async def test_the_request_says_what_why_and_how_to_answer(
     assert request["X-Pizzamail-Approval"] == f"{action.id}; nonce={action.nonce}"
     body = plain(request)
     assert "**delete_note**" in body and '"name": "a"' in body and "approve always" in body
+    assert body.index("**This call:** Delete the note 'a' for good.") < body.index("**Arguments:**")
     assert await _action_folder(approvals) == 1
     assert approvals.tool.calls == []
 
@@ -98,6 +100,24 @@ async def test_edited_arguments_run_and_invalid_ones_are_explained(
     await approvals.submit(reply(explained, '```json\n{"name": "b"}\n```'))
     assert await approvals.finish(run_id) == "done"
     assert approvals.tool.calls == [{"name": "b"}]
+
+
+async def test_an_edited_call_interrupted_while_running_is_asked_about_as_edited(
+    approvals: Approvals, fake_openai: FakeOpenAI
+) -> None:
+    run_id, _ = await _held(approvals, fake_openai, text("Done."))
+    [action] = await held_actions(approvals.harness.store)
+    async with approvals.harness.store.write() as db:  # approved with edits, then a crash in the call
+        await apply_decision(db, action, decide('```json\n{"name": "b"}\n```'), by=OWNER, via="test")
+        await transition(db, action.id, "approved", "executing")
+    approvals.runner.wake()
+    assert await approvals.finish(run_id) == "waiting"
+    asked = [m for _, m in await bot_mails(approvals.harness.mailbox) if m["X-Pizzamail-Approval"]][-1]
+    body = plain(asked)
+    assert "whether it happened is unknown" in body
+    assert "**This call:** Delete the note 'b' for good." in body and '"name": "b"' in body
+    assert "'a'" not in body and '"name": "a"' not in body
+    assert approvals.tool.calls == []
 
 
 async def test_approve_always_makes_a_rule_and_the_same_call_then_runs(
