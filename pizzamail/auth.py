@@ -114,9 +114,3 @@ def approvers(config: Config) -> frozenset[str]:
     """Who may decide approvals: ``[approvals] approvers``, and the senders with ``approve = true``."""
     return config.approvers | {s.address.lower() for s in config.senders.values() if s.approve}
 
-
-def run_rules(config: Config, sender: str) -> dict[str, str]:
-    """Extra tool policy for a run whose task mail came from ``sender``: its ``[senders.NAME]``
-    policy (also when it is disabled now: the run was started under it), else none."""
-    sender = sender.lower()
-    return next((dict(s.policy) for s in config.senders.values() if s.address.lower() == sender), {})

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner, Result
 
-from pizzamail.auth import accounts_for, approvers, run_rules, sender_key
+from pizzamail.auth import accounts_for, approvers, sender_key
 from pizzamail.cli import cli
 from pizzamail.composer import MailContext
 from pizzamail.config import Config, parse_config
@@ -30,6 +30,7 @@ from pizzamail.secrets import ACCOUNT_PASSWORD, SecretStore, secret_store
 from pizzamail.store import Store
 from pizzamail.store.blobs import BlobStore
 from pizzamail.tools import Offer, Offered, RunScope, ToolRegistry, ToolResult
+from pizzamail.triggers.policy import run_rules
 from tests.runner.test_runner_tools import Adder
 from tests.test_intake import BOT, OWNER, count, mail, refused
 
@@ -184,7 +185,7 @@ async def test_imap_accepts_the_owner_but_not_a_sender(mailbox: Mailbox, keys: S
 # -- the sender's tool policy -----------------------------------------------------------------
 
 
-def scope(rules: dict[str, str], tmp_path: Path) -> RunScope:
+def scope(rules: tuple[dict[str, str], ...], tmp_path: Path) -> RunScope:
     mail = MailContext(thread_id=1, run_id=1, subject="s", in_reply_to=None)
     return RunScope(run_id=1, thread_id=1, mail=mail, workspace=tmp_path, rules=rules)
 
@@ -212,12 +213,12 @@ def test_a_senders_rules_beat_tools_policy_where_they_match(tmp_path: Path) -> N
     registry.add_source(ServerRuled())
 
     def policies(sender: str) -> dict[str, str]:
-        box = registry.bind(scope(run_rules(config, sender), tmp_path))
+        box = registry.bind(scope(run_rules(config, sender=sender, source=None), tmp_path))
         return {name: offered.policy for name, offered in box.tools.items()}
 
     assert policies(OWNER) == {"add": "auto", "lookup": "auto"}
     assert policies(CRON) == {"add": "ask", "lookup": "deny"}
-    assert run_rules(config, "CRON@localhost") == {"*": "ask", "lookup": "deny"}
+    assert run_rules(config, sender="CRON@localhost", source=None) == ({"*": "ask", "lookup": "deny"},)
 
 
 # -- CLI --------------------------------------------------------------------------------------

@@ -65,6 +65,14 @@ _TOOLS_EXAMPLE = [
     '# auth = "hmac"                  # X-Pizzamail-Signature; or "bearer" (Authorization: Bearer)',
     '# prompt = "New issue: {{ payload.issue.title }}"   # Jinja2; default: the whole payload',
     '# thread = "new"                 # or "one": every delivery continues one thread',
+    "# [hooks.github.policy]          # its runs read outsiders' text: remember is denied unless named",
+    '# "*" = "ask"',
+    "# Watched mailboxes: new mail in a remote folder becomes a task; `pizzamail keys set watch:NAME`",
+    "# [watches.support]",
+    '# host = "imap.example.com"',
+    '# user = "support@example.com"',
+    "# [watches.support.policy]       # same as [hooks.NAME.policy]; remember = \"auto\" allows notes",
+    '# "*" = "ask"',
     "",
 ]
 

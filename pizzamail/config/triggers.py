@@ -61,7 +61,11 @@ class ScheduleSettings:
 
 @dataclass(frozen=True, kw_only=True)
 class HookSettings:
-    """One ``[hooks.NAME]``: ``POST /hooks/NAME`` starts a task (secret: `pizzamail keys set hook:NAME`)."""
+    """One ``[hooks.NAME]``: ``POST /hooks/NAME`` starts a task (secret: `pizzamail keys set hook:NAME`).
+
+    Its runs work on a payload written by someone else, so ``remember`` is denied in them unless
+    ``policy`` names it (see :mod:`pizzamail.triggers.policy`).
+    """
 
     auth: str = setting("hmac", "hmac (X-Pizzamail-Signature) or bearer (Authorization: Bearer)",
                         one_of(HOOK_AUTH))
@@ -70,6 +74,9 @@ class HookSettings:
                           one_of(HOOK_THREAD))
     max_body: int = setting(1024 * 1024, "largest body accepted, bytes", positive)
     rate: int = setting(30, "deliveries accepted per minute (burst of the same size)", positive)
+    policy: dict[str, str] = setting({}, "tool glob -> auto, ask or deny for the runs it starts (on top"  # noqa: RUF009
+                                     " of [tools.policy]); remember is denied unless named here",
+                                     policies_problem)
 
 
 

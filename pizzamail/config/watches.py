@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pizzamail.config.fields import (
     check_trigger_name,
     one_of,
+    policies_problem,
     port_problem,
     positive,
     section,
@@ -21,7 +22,11 @@ LOOPBACK_HOSTS = ("127.0.0.1", "::1", "localhost")
 
 @dataclass(frozen=True, kw_only=True)
 class WatchSettings:
-    """One watched folder; its password: ``pizzamail keys set watch:NAME``."""
+    """One watched folder; its password: ``pizzamail keys set watch:NAME``.
+
+    Its runs work on strangers' mail, so ``remember`` is denied in them unless ``policy`` names it
+    (see :mod:`pizzamail.triggers.policy`).
+    """
 
     host: str = setting("", "IMAP server, such as imap.example.com")
     port: int = setting(993, "IMAP port (993 implicit TLS, 143 STARTTLS)", port_problem)
@@ -38,6 +43,9 @@ class WatchSettings:
     retry_initial: float = setting(5.0, "seconds before the first reconnect", positive)
     retry_max: float = setting(300.0, "longest wait between reconnects", positive)
     idle_seconds: float = setting(1500.0, "IDLE is renewed after this (servers drop it at 30 min)", positive)
+    policy: dict[str, str] = setting({}, "tool glob -> auto, ask or deny for the runs its mail starts (on"  # noqa: RUF009
+                                     " top of [tools.policy]); remember is denied unless named here",
+                                     policies_problem)
     enabled: bool = setting(True, "false stops watching")
 
 

@@ -22,7 +22,6 @@ from pizzamail.approvals.ledger import action_for_call, decision_headers, rule_a
 from pizzamail.approvals.outbox import DRAFTS_FOLDER, Outbox, draft_id, draft_message
 from pizzamail.approvals.release import Waiting, settle
 from pizzamail.approvals.request import request_mail, sync_action_folder
-from pizzamail.auth import run_rules
 from pizzamail.composer import Composed, Composer, MailContext
 from pizzamail.config import Config
 from pizzamail.errors import PizzamailError, ProviderNotConfigured, RunError
@@ -43,6 +42,7 @@ from pizzamail.store.blobs import BlobStore
 from pizzamail.store.runs import Run, add_step, claim_next, release_runs, requeue_interrupted, steps_of
 from pizzamail.store.threads import NewMessage
 from pizzamail.tools import Offered, RunScope, Toolbox, ToolRegistry
+from pizzamail.triggers.policy import run_rules
 
 log = logging.getLogger("pizzamail.runner")
 
@@ -239,7 +239,8 @@ class Runner:
         ctx = await load_context(self.store, run)
         scope = RunScope(run_id=run.id, thread_id=run.thread_id, mail=ctx.mail(run),
                          workspace=workspace_for(self._workspaces(), run.id),
-                         rules=run_rules(self.config, ctx.trigger.sender if ctx.trigger else ""))
+                         rules=run_rules(self.config, sender=ctx.trigger.sender if ctx.trigger else "",
+                                         source=run.source))
         try:
             if run.attempts > self.config.runner.max_attempts:
                 raise RunError(

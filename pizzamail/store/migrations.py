@@ -297,6 +297,15 @@ MIGRATIONS: list[tuple[str, str]] = [
         INSERT INTO uidvalidity(id, latest) SELECT 1, coalesce(max(uidvalidity), 0) FROM folders
         """,
     ),
+    (
+        # What posted a run's task: schedule:NAME, hook:NAME or watch:NAME (its tool rules depend on
+        # it); NULL for mail through SMTP intake and `pizzamail task`. Written only by the trigger's
+        # own code, never taken from a header of received mail, which any SMTP sender could write.
+        "011_run_source",
+        """
+        ALTER TABLE runs ADD COLUMN source TEXT
+        """,
+    ),
 ]
 
 

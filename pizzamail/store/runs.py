@@ -29,6 +29,9 @@ class Run:
     output_tokens: int = 0
     stopped_by: str | None = None
     """the limit that stopped the run early (``model_calls``, ``tool_calls``, ``tokens``, ``wall_time``)"""
+    source: str | None = None
+    """the trigger that posted its task (``hook:NAME`` …, see :mod:`pizzamail.triggers.policy`); None
+    for mail through SMTP intake and ``pizzamail task``"""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -39,11 +42,12 @@ class Step:
 
 
 async def create_run(
-    db: aiosqlite.Connection, thread_id: int, message_row: int | None
+    db: aiosqlite.Connection, thread_id: int, message_row: int | None, *, source: str | None = None
 ) -> int:
+    """A queued run; ``source`` only from a trigger's own code (``TriggerMail.source``), never from mail."""
     cursor = await db.execute(
-        "INSERT INTO runs(thread_id, message_id, status, created_at) VALUES (?, ?, 'queued', ?)",
-        (thread_id, message_row, now()),
+        "INSERT INTO runs(thread_id, message_id, status, created_at, source) VALUES (?, ?, 'queued', ?, ?)",
+        (thread_id, message_row, now(), source),
     )
     await db.execute(
         "UPDATE threads SET status = 'queued', updated_at = ? WHERE id = ?", (now(), thread_id)

@@ -22,7 +22,7 @@ from typing import Any, Protocol, runtime_checkable
 from pizzamail.composer import MailContext
 from pizzamail.providers.types import ToolSpec
 from pizzamail.tools.names import belongs_to
-from pizzamail.tools.policy import Policy, effective
+from pizzamail.tools.policy import Policy, effective, strictest_rule
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -65,8 +65,9 @@ class RunScope:
     """threading for mail written during the run (progress notes)"""
     workspace: Path
     """the run's own folder (``workspaces/<run>``); files written there go out with the reply"""
-    rules: dict[str, str] = field(default_factory=dict)
-    """policy rules of this run alone (a ``[senders.NAME]`` policy for the runs its mail starts):
+    rules: tuple[dict[str, str], ...] = ()
+    """rule tables of this run alone (each read on its own; the strictest answer among those with a
+    rule for a tool wins) (a ``[senders.NAME]`` policy for the runs its mail starts):
     globs over the names the model sees, beating every other rule where they match"""
 
 
@@ -200,9 +201,12 @@ class ToolRegistry:
             box.unavailable += offer.unavailable
         return box
 
-    def _ruled(self, offered: Offered, run_rules: dict[str, str]) -> Offered:
+    def _ruled(self, offered: Offered, run_rules: tuple[dict[str, str], ...]) -> Offered:
         """The run's own rules first, then ``[tools.policy]`` unless the source's own rule decided."""
-        tables = [(run_rules, offered.name)]
+        tables: list[tuple[dict[str, str], str]] = []
+        run_rule = strictest_rule(run_rules, offered.name)
+        if run_rule is not None:
+            tables.append(({offered.name: run_rule}, offered.name))
         if not offered.ruled:
             tables.append((self.rules, offered.name))
         policy = effective(offered.policy, rules=tables, never_auto=offered.never_auto)

@@ -38,6 +38,19 @@ def match_rule(rules: dict[str, str], name: str) -> Policy | None:
     return cast(Policy, rules[max(matching, key=len)])
 
 
+STRICTNESS: dict[str, int] = {"auto": 0, "ask": 1, "deny": 2}
+
+
+def strictest_rule(tables: tuple[dict[str, str], ...], name: str) -> Policy | None:
+    """The strictest answer (deny > ask > auto) among the tables that have a rule for ``name``."""
+    strictest: Policy | None = None
+    for table in tables:
+        rule = match_rule(table, name)
+        if rule is not None and (strictest is None or STRICTNESS[rule] > STRICTNESS[strictest]):
+            strictest = rule
+    return strictest
+
+
 def effective(
     default: Policy, *, rules: list[tuple[dict[str, str], str]], never_auto: bool = False
 ) -> Policy:

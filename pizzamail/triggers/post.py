@@ -19,7 +19,9 @@ class TriggerMail:
     subject: str
     text: str
     source: str
-    """``schedule:NAME`` or ``hook:NAME``, kept in the X-Pizzamail-Source header and the event log"""
+    """``schedule:NAME``, ``schedule:NAME (by hand)``, ``hook:NAME`` or ``watch:NAME``: the run's
+    ``runs.source``, which decides its extra tool rules (:mod:`pizzamail.triggers.policy`); also in the
+    X-Pizzamail-Source header and the event log, for people (that header is never read back)"""
     sender: str
     agent: str
     domain: str
@@ -77,7 +79,7 @@ async def post_task(
         message_id=message_id, in_reply_to=in_reply_to, refs=refs, direction="in", kind="task",
         sender=mail.sender, subject=mail.subject, body=mail.text, blob=digest, size=len(raw), flags="\\Seen",
     ))
-    run_id = await create_run(db, thread_id, row)
+    run_id = await create_run(db, thread_id, row, source=mail.source)
     await log_event(db, "task.triggered", thread_id=thread_id, run_id=run_id, source=mail.source)
     return Posted(thread_id=thread_id, run_id=run_id, message_id=message_id)
 
