@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import imaplib
 import json
+import shutil
 import smtplib
+import subprocess
 
 import pytest
 from click.testing import CliRunner
@@ -47,3 +49,29 @@ def test_serve_takes_a_senders_task_refuses_its_imap_login_and_warns_once(
     with imaplib.IMAP4("127.0.0.1", served.imap) as imap, pytest.raises(imaplib.IMAP4.error,
                                                                         match="AUTHENTICATIONFAILED"):
         imap.login("cron", password)
+
+
+@pytest.mark.skipif(shutil.which("curl") is None, reason="curl not installed")
+def test_a_program_submits_with_curl_as_the_readme_shows(served: Served, fake_openai: FakeOpenAI) -> None:
+    config = served.home / "config.toml"
+    config.write_text(config.read_text() + f'[senders.cron]\naddress = "{CRON}"\n')
+    password = pizzamail(served, "account", "password", "--sender", "cron").strip()
+    fake_openai.script([text("The disk is 93% full; the largest folder is /var/log.")])
+    served.start()
+    report = served.home / "report.eml"
+    report.write_bytes(b"From: cron@localhost\r\nTo: bot@pizzamail.localhost\r\nSubject: disk report\r\n\r\n"
+                       b"Disk usage: 93% full. What should I clean up?\r\n")
+    sent = subprocess.run(
+        ["curl", "-sS", f"smtp://127.0.0.1:{served.smtp}", "--user", f"cron:{password}",
+         "--mail-from", CRON, "--mail-rcpt", BOT, "-T", str(report)],
+        capture_output=True, text=True, timeout=30, check=False)
+    assert sent.returncode == 0, sent.stderr
+    served.wait_for("run 1 done")
+    [thread] = json.loads(pizzamail(served, "threads", "--json"))
+    assert (thread["subject"], thread["status"]) == ("disk report", "done")
+
+    wrong = subprocess.run(
+        ["curl", "-sS", f"smtp://127.0.0.1:{served.smtp}", "--user", "cron:wrong",
+         "--mail-from", CRON, "--mail-rcpt", BOT, "-T", str(report)],
+        capture_output=True, text=True, timeout=30, check=False)
+    assert wrong.returncode == 67, wrong.stderr  # curl: "login denied"
