@@ -29,7 +29,6 @@ import base64
 import contextlib
 import cProfile
 import os
-import pwd
 import random
 import re
 import shutil
@@ -46,7 +45,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-DOVECOT = "/usr/sbin/dovecot"
+from tests import dovecot  # the private Dovecot the tests use too
+from tests.dovecot import free_port, stop, wait_port
+
 USER, PASSWORD = "me", "pw"
 HEADER_LISTING = (b"UID FETCH 1:* (UID FLAGS RFC822.SIZE INTERNALDATE "
                   b"BODY.PEEK[HEADER.FIELDS (FROM TO SUBJECT DATE MESSAGE-ID)])")
@@ -178,33 +179,6 @@ def copy_maildir(source: Path, target: Path) -> None:
 # -- the servers --------------------------------------------------------------------------------
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def stop(proc: subprocess.Popen[bytes]) -> None:
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-
-
-def wait_port(port: int, proc: subprocess.Popen[bytes], timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"server exited with {proc.returncode} before listening")
-        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=1):
-            return
-        time.sleep(0.02)
-    raise TimeoutError(f"nothing listening on {port} after {timeout} s")
-
-
 @dataclass
 class Server:
     name: str
@@ -246,99 +220,13 @@ def start_pizzamail(home: Path, log: Path, profile: Path | None) -> Server:
     return Server("pizzamail", proc, port, time.perf_counter() - started, log)
 
 
-def mail_user() -> pwd.struct_passwd:
-    """Whom Dovecot reads the mail as: never root (it refuses uid 0), so ``nobody`` then."""
-    return pwd.getpwnam("nobody") if os.getuid() == 0 else pwd.getpwuid(os.getuid())
-
-
-def hand_over(maildir: Path, home: Path) -> None:
-    """Make the Dovecot copy (and its way there) usable by the mail user."""
-    user = mail_user()
-    if user.pw_uid == os.getuid():
-        return
-    for top in (maildir, home):
-        home.mkdir(parents=True, exist_ok=True)
-        os.chown(top, user.pw_uid, user.pw_gid)
-        for dirpath, dirnames, filenames in os.walk(top):
-            for name in dirnames + filenames:
-                os.chown(os.path.join(dirpath, name), user.pw_uid, user.pw_gid)
-    for parent in maildir.parents:
-        if parent == Path(tempfile.gettempdir()):
-            break
-        parent.chmod(parent.stat().st_mode | 0o711)
-
-
-def dovecot_conf(tmp: Path, maildir: Path, port: int) -> Path:
-    me = mail_user()
-    if os.getuid() == 0:
-        internal = "dovecot" if _user_exists("dovecot") else "root"
-        login = "dovenull" if _user_exists("dovenull") else internal
-    else:
-        internal = login = me.pw_name
-    for sub in ("run", "state", "home"):
-        (tmp / sub).mkdir(parents=True, exist_ok=True)
-    (tmp / "run").chmod(0o755)
-    conf = tmp / "dovecot.conf"
-    conf.write_text(f"""\
-protocols = imap
-listen = 127.0.0.1
-base_dir = {tmp}/run
-state_dir = {tmp}/state
-log_path = {tmp}/dovecot.log
-ssl = no
-disable_plaintext_auth = no
-auth_mechanisms = plain login
-default_internal_user = {internal}
-default_login_user = {login}
-mail_location = maildir:{maildir}
-passdb {{
-  driver = static
-  args = password={PASSWORD}
-}}
-userdb {{
-  driver = static
-  args = uid={me.pw_uid} gid={me.pw_gid} home={tmp}/home
-}}
-service imap-login {{
-  inet_listener imap {{
-    port = {port}
-  }}
-  inet_listener imaps {{
-    port = 0
-  }}
-}}
-service anvil {{
-  chroot =
-}}
-service imap-login {{
-  chroot =
-}}
-""")
-    return conf
-
-
-def _user_exists(name: str) -> bool:
-    try:
-        pwd.getpwnam(name)
-    except KeyError:
-        return False
-    return True
-
-
 def start_dovecot(tmp: Path, maildir: Path) -> Server:
     port = free_port()
-    conf = dovecot_conf(tmp, maildir, port)
-    hand_over(maildir, tmp / "home")
-    log = tmp / "dovecot.log"
+    conf = dovecot.write_config(tmp, maildir, port, password=PASSWORD)
+    dovecot.hand_over(maildir)
     started = time.perf_counter()
-    proc = subprocess.Popen([DOVECOT, "-F", "-c", str(conf)], stdout=(tmp / "dovecot.out").open("wb"),
-                            stderr=subprocess.STDOUT)
-    try:
-        wait_port(port, proc, timeout=60)
-    except BaseException:
-        stop(proc)
-        raise
-    return Server("Dovecot", proc, port, time.perf_counter() - started, log)
+    proc = dovecot.launch(conf, port)
+    return Server("Dovecot", proc, port, time.perf_counter() - started, tmp / "dovecot.log")
 
 
 # -- the pizzamail runner (in its own process) ----------------------------------------------------
@@ -692,7 +580,7 @@ def main() -> None:
         serve_pizzamail(args.serve_pizzamail, args.port, args.profile)
         return
     missing = [f"{what} ({fix})" for what, ok, fix in (
-        ("Dovecot", os.path.exists(DOVECOT), "apt-get install dovecot-imapd"),
+        ("Dovecot", os.path.exists(dovecot.DOVECOT), "apt-get install dovecot-imapd"),
         ("mbsync", shutil.which("mbsync") is not None, "apt-get install isync"),
     ) if not ok]
     if missing:
