@@ -29,6 +29,15 @@ def when_check(value: str) -> str | None:
     return (when_to_cron(value).problem or None) if value else None
 
 
+def template_check(value: str) -> str | None:
+    """A prompt template (hooks, watches) that Jinja2 can read; empty means the default prompt."""
+    if not value:
+        return None
+    from pizzamail.triggers.hooks import template_problem  # jinja2 is imported only when used
+
+    return template_problem(value)
+
+
 def tz_check(value: str) -> str | None:
     from pizzamail.triggers.cron import tz_problem
 
@@ -69,7 +78,8 @@ class HookSettings:
 
     auth: str = setting("hmac", "hmac (X-Pizzamail-Signature) or bearer (Authorization: Bearer)",
                         one_of(HOOK_AUTH))
-    prompt: str = setting("", "Jinja2 template for the task, given payload (default: the payload)")
+    prompt: str = setting("", "Jinja2 template for the task, given payload (default: the payload)",
+                          template_check)
     thread: str = setting("new", "new (a thread per delivery) or one (one thread for this hook)",
                           one_of(HOOK_THREAD))
     max_body: int = setting(1024 * 1024, "largest body accepted, bytes", positive)
@@ -104,12 +114,6 @@ def hook_settings(name: str, table: object) -> HookSettings:
     prefix = f"hooks.{name}"
     check_trigger_name(prefix, name)
     settings = section(HookSettings, table, prefix)
-    if settings.prompt:
-        from pizzamail.triggers.hooks import template_problem
-
-        problem = template_problem(settings.prompt)
-        if problem:
-            raise ConfigError(f"{prefix}.prompt", settings.prompt, problem)
     return settings
 
 

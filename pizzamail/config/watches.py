@@ -13,6 +13,7 @@ from pizzamail.config.fields import (
     section,
     setting,
 )
+from pizzamail.config.triggers import template_check
 from pizzamail.errors import ConfigError
 
 WATCH_SECURITY = ("ssl", "starttls", "none")
@@ -35,7 +36,7 @@ class WatchSettings:
     user: str = setting("", "login at that server")
     folder: str = setting("INBOX", "the folder watched")
     prompt: str = setting("", "Jinja2 template for the task, given mail (from, to, subject, date, text);"
-                          " default: triage the mail")
+                          " default: triage the mail", template_check)
     thread: str = setting("one", "one (every mail continues this watch's thread) or new (a thread per mail)",
                           one_of(WATCH_THREAD))
     read_only: bool = setting(True, "true: the folder is opened read-only and nothing is marked seen")
@@ -59,10 +60,4 @@ def watch_settings(name: str, table: object) -> WatchSettings:
         raise ConfigError(f"{prefix}.user", "", "the login name at that server")
     if settings.security == "none" and settings.host not in LOOPBACK_HOSTS:
         raise ConfigError(f"{prefix}.security", "none", "ssl or starttls for a server beyond loopback")
-    if settings.prompt:
-        from pizzamail.triggers.hooks import template_problem
-
-        problem = template_problem(settings.prompt)
-        if problem:
-            raise ConfigError(f"{prefix}.prompt", settings.prompt, problem)
     return settings

@@ -295,26 +295,17 @@ async def test_a_missing_password_is_reported_and_nothing_connects(
     assert connections == []
 
 
-async def test_implicit_tls_with_the_servers_certificate_as_ca(
-    remote: Remote, store: Store, blobs: BlobStore, secrets: SecretStore
+@pytest.mark.parametrize("security", ["ssl", "starttls"])
+async def test_tls_with_the_servers_certificate_as_ca(
+    remote: Remote, store: Store, blobs: BlobStore, secrets: SecretStore, security: str
 ) -> None:
-    config = watch_config(remote, security="ssl", port=remote.tls_port)
+    port = remote.tls_port if security == "ssl" else remote.port  # implicit TLS has its own port
+    config = watch_config(remote, security=security, port=port)
     async with watching(store, blobs, config, secrets, tls=remote.tls.client_context()) as w:
         await w.until_state("watching")
-        await remote.deliver("Over TLS")
+        await remote.deliver(f"Over {security}")
         [task] = await w.until_tasks(1)
-    assert "Over TLS" in task["body"]
-
-
-async def test_starttls_with_the_servers_certificate_as_ca(
-    remote: Remote, store: Store, blobs: BlobStore, secrets: SecretStore
-) -> None:
-    config = watch_config(remote, security="starttls")
-    async with watching(store, blobs, config, secrets, tls=remote.tls.client_context()) as w:
-        await w.until_state("watching")
-        await remote.deliver("After STARTTLS")
-        [task] = await w.until_tasks(1)
-    assert "After STARTTLS" in task["body"]
+    assert f"Over {security}" in task["body"]
 
 
 async def test_an_untrusted_certificate_is_an_outcome(
