@@ -30,7 +30,7 @@ from pizzamail.runner.steps import HeldStep, ToolStep
 from pizzamail.store import Store
 from pizzamail.store.actions import HeldAction
 from pizzamail.store.runs import add_step
-from pizzamail.tools import Toolbox, ToolResult
+from pizzamail.tools import Explained, Toolbox, ToolResult
 
 log = logging.getLogger("pizzamail.approvals")
 
@@ -114,7 +114,7 @@ async def _execute(store: Store, transcript: Transcript, release: Release, held:
         await _record(store, transcript, held, result, action, "failed", old=action.status)
         return None
     arguments = action.release_arguments
-    problem = schema_problem(offered.tool.spec.parameters, arguments)
+    problem = schema_problem(offered.tool.spec.parameters, arguments) or await _check(offered.tool, arguments)
     if problem:
         async with store.write() as db:
             await transition(db, action.id, action.status, "held", note=problem)
@@ -142,6 +142,14 @@ async def _execute(store: Store, transcript: Transcript, release: Release, held:
                                  + result.text)
     await _record(store, transcript, held, result, action, "failed" if result.is_error else "done")
     return None
+
+
+async def _check(tool: object, arguments: dict[str, object]) -> str:
+    """The tool's own check of edited arguments (as before the call was held): its error text, or ''."""
+    if not isinstance(tool, Explained):
+        return ""
+    refused = await tool.check(dict(arguments))
+    return refused.text if refused is not None else ""
 
 
 def schema_problem(schema: dict[str, object], arguments: dict[str, object]) -> str:

@@ -280,3 +280,24 @@ def _cli(home: Home, *args: str) -> Result:
     result = CliRunner().invoke(cli, ["--home", str(home.root), *args], catch_exceptions=False)
     assert result.exit_code == 0, result.output
     return result
+
+
+async def test_edited_arguments_the_tool_refuses_are_not_used_and_the_owner_is_asked_again(
+    harness: Harness, fake_openai: FakeOpenAI
+) -> None:
+    fake_openai.script([tool_call("schedule_task", {**WEEKLY, "tz": "Europe/Berlin"})])
+    filer = Filer(mailbox=harness.mailbox, blobs=harness.blobs)
+    run_id = await harness.task("Summarise X every Monday")
+    async with harness.running(tools=_builtins(harness), filer=filer.run, poll_interval=0.2) as runner:
+        assert await harness.finish(runner, run_id) == "waiting"
+    [action] = await held_actions(harness.store)
+    edited = {**WEEKLY, "when": "every 90 minutes"}  # fits the schema; the tool cannot run it
+    async with harness.store.write() as db:
+        await apply_decision(db, action, Decision(kind="edit", arguments=edited), by=OWNER, via="test")
+    async with harness.running(tools=_builtins(harness), filer=filer.run, poll_interval=0.2) as runner:
+        assert await harness.finish(runner, run_id) == "waiting"
+    assert await list_schedules(harness.store) == []
+    [again] = (await requests(harness))[1:]
+    assert "**Your edited arguments were not used:** not scheduled: when 'every 90 minutes'" in plain(again)
+    [still] = await held_actions(harness.store)
+    assert still.status == "held"
