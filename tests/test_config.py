@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import tomllib
 from pathlib import Path
 
@@ -64,3 +65,13 @@ def test_openai_provider_works_without_a_section() -> None:
     settings = Config().provider("openai")
     assert settings is not None and settings.key_env == "OPENAI_API_KEY"
     assert Config().provider("other") is None
+
+
+def test_the_commented_examples_in_the_written_config_are_valid_when_uncommented() -> None:
+    example = re.compile(r'^# (\[[\w.]+\]|[\w"*-]+ *=)')
+    lines = [line[2:] if example.match(line) else line for line in default_config_text().splitlines()]
+    config = parse_config(tomllib.loads("\n".join(lines)))
+    assert config.schedules["morning"].cron == "0 8 * * 1-5"
+    assert config.hooks["github"].policy == {"*": "ask"}
+    assert config.watches["support"].folder == "INBOX" and config.senders["cron"].address == "cron@localhost"
+    assert config.mcp.servers["files"].enabled and config.relay.host == "smtp.example.com"

@@ -71,8 +71,13 @@ _TOOLS_EXAMPLE = [
     "# [watches.support]",
     '# host = "imap.example.com"',
     '# user = "support@example.com"',
+    '# folder = "INBOX"              # read-only: nothing on that server changes',
     "# [watches.support.policy]       # same as [hooks.NAME.policy]; remember = \"auto\" allows notes",
     '# "*" = "ask"',
+    "# Programs that mail tasks with their own SMTP login: `pizzamail account password --sender NAME`",
+    "# [senders.cron]",
+    '# address = "cron@localhost"     # the From it sends as; login: the NAME (or user = "…")',
+    "# approve = false                # its mail may not decide approvals",
     "",
 ]
 
