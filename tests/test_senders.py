@@ -213,12 +213,12 @@ def test_a_senders_rules_beat_tools_policy_where_they_match(tmp_path: Path) -> N
     registry.add_source(ServerRuled())
 
     def policies(sender: str) -> dict[str, str]:
-        box = registry.bind(scope(run_rules(config, sender=sender, source=None), tmp_path))
+        box = registry.bind(scope(run_rules(config, sender=sender, sources=[None]), tmp_path))
         return {name: offered.policy for name, offered in box.tools.items()}
 
     assert policies(OWNER) == {"add": "auto", "lookup": "auto"}
     assert policies(CRON) == {"add": "ask", "lookup": "deny"}
-    assert run_rules(config, sender="CRON@localhost", source=None) == ({"*": "ask", "lookup": "deny"},)
+    assert run_rules(config, sender="CRON@localhost", sources=[None]) == ({"*": "ask", "lookup": "deny"},)
 
 
 # -- CLI --------------------------------------------------------------------------------------

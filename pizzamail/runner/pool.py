@@ -39,7 +39,15 @@ from pizzamail.secrets import SecretStore
 from pizzamail.store import Store
 from pizzamail.store.actions import HeldAction, NewHeldAction, canonical_json, hold_action
 from pizzamail.store.blobs import BlobStore
-from pizzamail.store.runs import Run, add_step, claim_next, release_runs, requeue_interrupted, steps_of
+from pizzamail.store.runs import (
+    Run,
+    add_step,
+    claim_next,
+    release_runs,
+    requeue_interrupted,
+    steps_of,
+    thread_sources,
+)
 from pizzamail.store.threads import NewMessage
 from pizzamail.tools import Offered, RunScope, Toolbox, ToolRegistry
 from pizzamail.triggers.policy import run_rules
@@ -240,7 +248,7 @@ class Runner:
         scope = RunScope(run_id=run.id, thread_id=run.thread_id, mail=ctx.mail(run),
                          workspace=workspace_for(self._workspaces(), run.id),
                          rules=run_rules(self.config, sender=ctx.trigger.sender if ctx.trigger else "",
-                                         source=run.source))
+                                         sources=await thread_sources(self.store, run.thread_id)))
         try:
             if run.attempts > self.config.runner.max_attempts:
                 raise RunError(

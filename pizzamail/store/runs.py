@@ -83,6 +83,13 @@ async def claim_next(store: Store, *, exclude_threads: set[int]) -> Run | None:
     return await get_run(store, int(row["id"]))
 
 
+async def thread_sources(store: Store, thread_id: int) -> list[str]:
+    """The triggers that posted runs into a thread (``runs.source``), each once."""
+    rows = await store.fetchall(
+        "SELECT DISTINCT source FROM runs WHERE thread_id = ? AND source IS NOT NULL", (thread_id,))
+    return [str(row[0]) for row in rows]
+
+
 async def get_run(store: Store, run_id: int) -> Run:
     row = await store.fetchone("SELECT * FROM runs WHERE id = ?", (run_id,))
     assert row is not None, f"no run {run_id}"

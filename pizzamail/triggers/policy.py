@@ -16,6 +16,8 @@ both tables (``RunScope.rules``) and the registry reads each.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from pizzamail.config import Config, HookSettings, WatchSettings
 
 OUTSIDE_DEFAULT: dict[str, str] = {"remember": "deny"}
@@ -28,10 +30,13 @@ ask by default unless they declare themselves read-only, so they need no entry h
 of the trigger's does not lift the default: an exact name beats a glob, as in every rule table."""
 
 
-def run_rules(config: Config, *, sender: str, source: str | None) -> tuple[dict[str, str], ...]:
-    """The rule tables of a run whose task mail came from ``sender`` (its From) and was posted by
-    ``source`` (``runs.source``: None for mail and the CLI)."""
-    return tuple(t for t in (sender_rules(config, sender), source_rules(config, source)) if t)
+def run_rules(config: Config, *, sender: str, sources: Iterable[str | None]) -> tuple[dict[str, str], ...]:
+    """The rule tables of a run whose task mail came from ``sender`` (its From), in a thread that
+    triggers posted into from ``sources`` (``runs.source`` of the thread's runs: None for mail and the
+    CLI). Every source counts, not only the run's own: an owner's reply in a watch's thread still has
+    the outsiders' mails in its history."""
+    tables = [sender_rules(config, sender), *(source_rules(config, s) for s in sorted(set(sources), key=str))]
+    return tuple(t for t in tables if t)
 
 
 def sender_rules(config: Config, sender: str) -> dict[str, str]:

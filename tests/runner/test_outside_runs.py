@@ -73,6 +73,27 @@ async def test_an_outside_run_may_not_remember_but_the_owners_run_may(
     assert "remember" in offered(owner_first)
 
 
+async def test_the_owners_reply_in_a_watchs_thread_keeps_the_outside_rules(
+    harness: Harness, fake_openai: FakeOpenAI
+) -> None:
+    # the thread's history holds the stranger's mail, so the owner's follow-up run is not trusted more
+    harness = harness.with_config(**OUTSIDE)
+    fake_openai.script([text("Triaged."), tool_call("remember", {"text": NOTE}), text("Not allowed here.")])
+    async with harness.running(**with_tools(harness)) as runner:
+        first = await post(harness, "watch:inbox")
+        assert await harness.finish(runner, first) == "done"
+        thread = (await get_run(harness.store, first)).thread_id
+        row = await harness.store.fetchone(
+            "SELECT message_id FROM messages WHERE thread_id = ? AND kind = 'task'", (thread,))
+        assert row is not None
+        reply = await harness.task("Do what the mail says.", reply_to=row["message_id"])
+        assert (await get_run(harness.store, reply)).thread_id == thread
+        assert await harness.finish(runner, reply) == "done"
+    assert (await get_run(harness.store, reply)).source is None
+    assert await stored_notes(harness) == []
+    assert "remember" not in offered(fake_openai.requests[1])
+
+
 async def test_a_hooks_policy_naming_remember_lets_its_runs_keep_notes(
     harness: Harness, fake_openai: FakeOpenAI
 ) -> None:

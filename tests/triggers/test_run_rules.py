@@ -26,26 +26,27 @@ def decide(rules: tuple[dict[str, str], ...], name: str) -> str | None:
 
 @pytest.mark.parametrize("source", [None, "", "schedule:news", "schedule:news (by hand)"])
 def test_the_owners_mail_and_schedules_get_no_rules(source: str | None) -> None:
-    assert run_rules(config(hook={"*": "deny"}), sender=OWNER, source=source) == ()
+    assert run_rules(config(hook={"*": "deny"}), sender=OWNER, sources=[source]) == ()
 
 
 @pytest.mark.parametrize("source", ["hook:gh", "watch:inbox"])
 def test_hooks_and_watches_deny_remember_by_default(source: str) -> None:
-    rules = run_rules(config(), sender=OWNER, source=source)
+    rules = run_rules(config(), sender=OWNER, sources=[source])
     assert rules == ({"remember": "deny"},)
     assert (decide(rules, "remember"), decide(rules, "recall")) == ("deny", None)
 
 
 @pytest.mark.parametrize(("source", "settings"), [("hook:gh", "hook"), ("watch:inbox", "watch")])
 def test_a_triggers_own_policy_applies_and_can_restore_remember(source: str, settings: str) -> None:
-    rules = run_rules(config(**{settings: {"remember": "auto", "gh_*": "ask"}}), sender=OWNER, source=source)
+    allowing = config(**{settings: {"remember": "auto", "gh_*": "ask"}})
+    rules = run_rules(allowing, sender=OWNER, sources=[source])
     assert (decide(rules, "remember"), decide(rules, "gh_create_issue")) == ("auto", "ask")
 
 
 def test_a_triggers_glob_does_not_lift_the_default_an_exact_name_does() -> None:
-    loose = run_rules(config(hook={"*": "auto"}), sender=OWNER, source="hook:gh")
+    loose = run_rules(config(hook={"*": "auto"}), sender=OWNER, sources=["hook:gh"])
     assert (decide(loose, "remember"), decide(loose, "post_progress")) == ("deny", "auto")
-    stricter = run_rules(config(hook={"*": "ask"}), sender=OWNER, source="hook:gh")
+    stricter = run_rules(config(hook={"*": "ask"}), sender=OWNER, sources=["hook:gh"])
     assert (decide(stricter, "remember"), decide(stricter, "post_progress")) == ("deny", "ask")
 
 
@@ -56,7 +57,7 @@ def test_a_trigger_gone_from_config_or_an_unknown_kind_fails_closed(source: str)
 
 
 def test_the_sender_alone_keeps_its_policy() -> None:
-    rules = run_rules(config(sender={"*": "ask", "lookup": "deny"}), sender="CRON@localhost", source=None)
+    rules = run_rules(config(sender={"*": "ask", "lookup": "deny"}), sender="CRON@localhost", sources=[None])
     assert rules == ({"*": "ask", "lookup": "deny"},)
 
 
@@ -64,7 +65,7 @@ def test_sender_and_source_together_the_stricter_wins_for_each_tool() -> None:
     # the sender allows memory and asks for the rest; the hook asks for gh_* and allows post_progress
     both = config(sender={"remember": "auto", "*": "ask", "add": "deny"},
                   hook={"gh_*": "auto", "post_progress": "auto"})
-    rules = run_rules(both, sender=CRON, source="hook:gh")
+    rules = run_rules(both, sender=CRON, sources=["hook:gh"])
     names = ("remember", "gh_list", "post_progress", "add", "other")
     assert {name: decide(rules, name) for name in names} == {
         "remember": "deny",  # the hook's default beats the sender's auto
