@@ -24,6 +24,7 @@ from pizzamail.triggers.schedules import (
     save_schedule,
 )
 from pizzamail.triggers.watch import watch_rows
+from pizzamail.triggers.words import cron_in_words, local_time, when_in_words
 
 
 @click.group()
@@ -55,7 +56,8 @@ def schedule_add(app: App, name: str, when: str, cron: str, prompt: str, tz: str
                                        agent_tz=app.config.agent.timezone)
 
     saved = asyncio.run(save())
-    click.echo(f"schedule {name}: {saved.cron} ({saved.tz}), next {saved.next_due}")
+    next_due = local_time(saved.next_due, saved.tz)
+    click.echo(f"schedule {name}: {when_in_words(saved.cron, saved.tz)}, next {next_due}")
 
 
 def _settings(name: str, table: dict[str, str]) -> ScheduleSettings:
@@ -81,9 +83,8 @@ def schedule_list(app: App, as_json: bool) -> None:
         click.echo('no schedules (add one: pizzamail schedule add NAME --when "every weekday at 8"'
                    " --prompt ...)")
     for s in found:
-        state = "" if s.enabled else " [disabled]"
-        click.echo(f"{s.name}{state}  {s.cron} ({s.tz})  next {s.next_due}  last {s.last_fired_at or '-'}"
-                   f"  {s.last_outcome or ''}".rstrip())
+        click.echo(f"{s.name}  {_what({'kind': 'schedule', **_schedule_data(s)})}"
+                   f"  last {s.last_fired_at or '-'}  {s.last_outcome or ''}".rstrip())
 
 
 @schedule.command("run")
@@ -139,7 +140,8 @@ def _what(row: dict[str, Any]) -> str:
     """The kind-specific middle of a `triggers` line."""
     if row["kind"] == "schedule":
         paused = "" if row["enabled"] else " [disabled]"
-        return f"{row['cron']} ({row['tz']})  next {row['next_due']}{paused}"
+        next_due = local_time(row["next_due"], row["tz"])
+        return f"{when_in_words(row['cron'], row['tz'])}  next {next_due}{paused}"
     if row["kind"] == "hook":
         return f"POST /hooks/{row['name']} ({row['auth']})"
     if row["kind"] == "sender":
@@ -191,6 +193,7 @@ async def _last_task(store: Store, address: str) -> dict[str, Any]:
 
 
 def _schedule_data(s: Schedule) -> dict[str, Any]:
-    return {"name": s.name, "cron": s.cron, "tz": s.tz, "catch_up": s.catch_up, "enabled": s.enabled,
+    return {"name": s.name, "cron": s.cron, "when": cron_in_words(s.cron), "tz": s.tz,
+            "catch_up": s.catch_up, "enabled": s.enabled,
             "source": s.source, "thread_id": s.thread_id, "next_due": s.next_due,
             "last_fired_at": s.last_fired_at, "last_outcome": s.last_outcome}

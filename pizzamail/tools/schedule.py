@@ -26,15 +26,15 @@ from pizzamail.errors import ConfigError
 from pizzamail.providers.types import ToolSpec
 from pizzamail.store import Store
 from pizzamail.tools import ToolResult
-from pizzamail.triggers.cron import default_zone, from_text, next_after
+from pizzamail.triggers.cron import default_zone, next_after
 from pizzamail.triggers.phrases import when_to_cron
-from pizzamail.triggers.schedules import Schedule, find_schedule, save_schedule
+from pizzamail.triggers.schedules import find_schedule, save_schedule
+from pizzamail.triggers.words import cron_in_words, local_time
 
 _ARGUMENTS = ("name", "when", "prompt", "tz", "catch_up")
 _SOURCES = {"config": "in config.toml", "cli": "added with `pizzamail schedule add`",
             "agent": "set up in another thread"}
 _CATCH_UP = {"once": "run once", "skip": "skipped"}
-_DAYS = ("Sunday", "Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday")
 _SHOWN_TIMES = 3
 
 
@@ -100,7 +100,8 @@ class ScheduleTask:
         saved = await save_schedule(self.store, name, found, source="agent", at=self.clock(),
                                     agent_tz=self.agent_tz, thread_id=self.thread_id)
         self.changed()
-        return ToolResult(text=f"scheduled {name}: next occurrence {_local(saved)} (cron \"{saved.cron}\");"
+        next_due = local_time(saved.next_due, saved.tz)
+        return ToolResult(text=f"scheduled {name}: next occurrence {next_due} (cron \"{saved.cron}\");"
                                " each occurrence continues this thread")
 
     async def _settings(self, arguments: dict[str, Any]) -> ScheduleSettings | ToolResult:
@@ -141,17 +142,11 @@ def _error(text: str) -> ToolResult:
     return ToolResult(text=f"not scheduled: {text}", is_error=True)
 
 
-def _local(schedule: Schedule) -> str:
-    if not schedule.next_due:
-        return "none"
-    return f"{from_text(schedule.next_due).astimezone(ZoneInfo(schedule.tz)):%Y-%m-%d %H:%M} {schedule.tz}"
-
-
 # -- the call in words, for the approval request ---------------------------------------------------
 
 
 def _when(cron: str, tz: str) -> str:
-    words = _in_words(cron)
+    words = cron_in_words(cron)
     if words is None:
         return f"at the times of cron `{cron}` (time zone {tz})"
     return f"{words} (cron `{cron}`, time zone {tz})"
@@ -174,65 +169,3 @@ def _dates(times: list[datetime]) -> str:
 
 def _quoted(text: str) -> str:
     return "\n".join(f"> {line}".rstrip() for line in text.strip().splitlines())
-
-
-def _in_words(cron: str) -> str | None:
-    """The shapes the phrase reader writes, in words; None for any other (the cron says it)."""
-    minute, hour, dom, month, dow = cron.split()
-    if month != "*":
-        return None
-    if hour == "*" or hour.startswith("*/"):
-        return _interval(minute, hour) if dom == dow == "*" else None
-    days = _days(dom, dow)
-    if days is None or not minute.isdigit() or _numbers(hour) is None:
-        return None
-    return f"{days} at " + " and ".join(f"{int(h):02d}:{int(minute):02d}" for h in hour.split(","))
-
-
-def _interval(minute: str, hour: str) -> str | None:
-    step = hour.removeprefix("*/")
-    if hour == "*" and minute in ("*", "*/1"):
-        return "every minute"
-    if hour == "*" and minute.startswith("*/") and minute[2:].isdigit():
-        return f"every {minute[2:]} minutes"
-    if not minute.isdigit():
-        return None
-    if hour == "*":
-        return f"every hour at :{int(minute):02d}"
-    return f"every {step} hours from 00:{int(minute):02d}" if step.isdigit() else None
-
-
-def _days(dom: str, dow: str) -> str | None:
-    if dom == "*" and dow == "*":
-        return "every day"
-    if dom == "*":
-        days = _weekdays(dow)
-        if days == [1, 2, 3, 4, 5]:
-            return "every weekday (Monday to Friday)"
-        return "every " + _and([_DAYS[d] for d in days]) if days else None
-    numbers = _numbers(dom) if dow == "*" else None
-    return f"on the {_and([_ordinal(n) for n in numbers])} of every month" if numbers else None
-
-
-def _weekdays(dow: str) -> list[int] | None:
-    """``1-5`` or ``1,4`` or ``0,6``: the days, Monday first; None for steps and names."""
-    days: set[int] = set()
-    for part in dow.split(","):
-        first, _, last = part.partition("-")
-        if not (first.isdigit() and (last or first).isdigit()):
-            return None
-        days.update(d % 7 for d in range(int(first), int(last or first) + 1))
-    return sorted(days, key=lambda d: (d - 1) % 7)
-
-
-def _numbers(field: str) -> list[int] | None:
-    parts = field.split(",")
-    return [int(p) for p in parts] if all(p.isdigit() for p in parts) else None
-
-
-def _ordinal(n: int) -> str:
-    return f"{n}{'th' if 10 <= n % 100 <= 20 else {1: 'st', 2: 'nd', 3: 'rd'}.get(n % 10, 'th')}"
-
-
-def _and(words: list[str]) -> str:
-    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]

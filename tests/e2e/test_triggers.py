@@ -86,7 +86,7 @@ def test_schedule_run_twice_from_the_cli_replies_in_one_thread(
     served.start()
     added = served.cli("schedule", "add", "news", "--when", "every day at 3am", "--tz", "UTC",
                        "--prompt", "Summarise the news")
-    assert "0 3 * * * (UTC)" in added
+    assert "every day at 03:00 (UTC), next " in added
     assert "queued in thread 1" in served.cli("schedule", "run", "news")
     served.wait_for("run 1 done")
     served.cli("schedule", "run", "news")

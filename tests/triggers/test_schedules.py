@@ -313,7 +313,7 @@ def test_cli_schedule_add_when_and_run(tmp_path: Path) -> None:
     added = runner.invoke(cli, [*home, "schedule", "add", "news", "--when", "every weekday at 8",
                                 "--prompt", "Summarise"])
     assert added.exit_code == 0, added.output
-    assert "0 8 * * 1-5 (UTC)" in added.output
+    assert "every weekday (Monday to Friday) at 08:00 (UTC), next " in added.output
     [shown] = json.loads(runner.invoke(cli, [*home, "schedule", "list", "--json"]).output)
     assert (shown["cron"], shown["tz"], shown["source"]) == ("0 8 * * 1-5", "UTC", "cli")
     both = runner.invoke(cli, [*home, "schedule", "add", "x", "--when", "hourly", "--cron", "0 * * * *",

@@ -46,7 +46,8 @@ def test_every_kind_is_listed_before_anything_ran(tmp_path: Path) -> None:
     assert by_name["work"]["state"] == "not started"
 
     text = run(tmp_path, "triggers").output
-    assert "schedule news  0 8 * * 1-5 (UTC)  next " in text
+    assert "schedule news  every weekday (Monday to Friday) at 08:00 (UTC)  next " in text
+    assert by_name["news"]["cron"] == "0 8 * * 1-5"
     assert "hook     github  POST /hooks/github (bearer)  last -" in text
     assert "sender   backup  backup@localhost (login backup) [no password]  last -" in text
     assert "watch    work  me@example.com@imap.example.com:993/INBOX [not started]  last -" in text
