@@ -50,7 +50,7 @@ from pizzamail.store.runs import (
 )
 from pizzamail.store.threads import NewMessage
 from pizzamail.tools import Offered, RunScope, Toolbox, ToolRegistry
-from pizzamail.triggers.policy import run_rules
+from pizzamail.triggers.policy import on_outside_content, run_rules
 
 log = logging.getLogger("pizzamail.runner")
 
@@ -245,10 +245,12 @@ class Runner:
         """Drive one claimed run to its mail; returns the run's final status."""
         log.info("run %d started (thread %d, attempt %d)", run.id, run.thread_id, run.attempts)
         ctx = await load_context(self.store, run)
+        sources = await thread_sources(self.store, run.thread_id)
         scope = RunScope(run_id=run.id, thread_id=run.thread_id, mail=ctx.mail(run),
                          workspace=workspace_for(self._workspaces(), run.id),
                          rules=run_rules(self.config, sender=ctx.trigger.sender if ctx.trigger else "",
-                                         sources=await thread_sources(self.store, run.thread_id)))
+                                         sources=sources),
+                         outside=on_outside_content(sources))
         try:
             if run.attempts > self.config.runner.max_attempts:
                 raise RunError(

@@ -69,6 +69,9 @@ class RunScope:
     """rule tables of this run alone (each read on its own; the strictest answer among those with a
     rule for a tool wins) (a ``[senders.NAME]`` policy for the runs its mail starts):
     globs over the names the model sees, beating every other rule where they match"""
+    outside: bool = False
+    """the run works on text written by outsiders (its thread holds a webhook's or watched mailbox's
+    task): open-world tools ask first"""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -88,6 +91,8 @@ class Offered:
     crash left unknown may be repeated without asking"""
     annotations: str = ""
     """what the tool says about itself, for the approval request (``destructive, open-world``)"""
+    open_world: bool = False
+    """it may reach beyond this machine (MCP ``open_world_hint``, true unless the tool says false)"""
     ruled: bool = False
     """a user rule of the source's own (``[mcp.servers.NAME.policy]``) decided: it beats
     ``[tools.policy]``"""
@@ -196,20 +201,25 @@ class ToolRegistry:
             for offered in offer.tools:
                 if offered.name in box.tools:  # the first source wins; built-ins come first
                     continue
-                box.tools[offered.name] = self._ruled(offered, scope.rules)
+                box.tools[offered.name] = self._ruled(offered, scope)
             box.skills += offer.skills
             box.unavailable += offer.unavailable
         return box
 
-    def _ruled(self, offered: Offered, run_rules: tuple[dict[str, str], ...]) -> Offered:
-        """The run's own rules first, then ``[tools.policy]`` unless the source's own rule decided."""
+    def _ruled(self, offered: Offered, scope: RunScope) -> Offered:
+        """The run's own rules first, then ``[tools.policy]`` unless the source's own rule decided.
+
+        In a run on outsiders' text an open-world tool asks first, unless the run's own rules (the
+        trigger's policy) allow it: what the text says must not reach the world by itself."""
         tables: list[tuple[dict[str, str], str]] = []
-        run_rule = strictest_rule(run_rules, offered.name)
+        run_rule = strictest_rule(scope.rules, offered.name)
         if run_rule is not None:
             tables.append(({offered.name: run_rule}, offered.name))
         if not offered.ruled:
             tables.append((self.rules, offered.name))
         policy = effective(offered.policy, rules=tables, never_auto=offered.never_auto)
+        if scope.outside and offered.open_world and policy == "auto" and run_rule != "auto":
+            policy = "ask"
         if policy == offered.policy:
             return offered
         return replace(offered, policy=policy, ruled=True)

@@ -317,7 +317,8 @@ class McpHub:
             offered.append(Offered(tool=tool, policy=self.policy(connection, d), source=connection.name,
                                    original=d.name, ruled=True,
                                    idempotent=bool(hints and (hints.idempotent_hint or hints.read_only_hint)),
-                                   annotations=describe_annotations(d)))
+                                   annotations=describe_annotations(d),
+                                   open_world=hints is None or hints.open_world_hint is not False))
         return offered
 
     def policy(self, connection: McpConnection, definition: McpToolDefinition) -> Policy:

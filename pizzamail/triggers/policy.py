@@ -8,6 +8,10 @@
   A trigger removed from config since its run was queued, or a source of a kind this code does not
   know, gets the default alone: it fails closed.
 
+Such a thread's runs are also marked ``outside`` (:func:`on_outside_content`): an MCP tool that may
+reach the outside world asks first there unless the trigger's own policy allows it, so hidden
+instructions cannot send data out through a "read-only" fetcher.
+
 The source is ``runs.source``, written by the trigger's own code when it posts the task (never a
 header of received mail, which any SMTP sender could write). When a sender's rules and a source's
 rules both apply, each tool gets the stricter of their answers (deny > ask > auto): the run carries
@@ -37,6 +41,12 @@ def run_rules(config: Config, *, sender: str, sources: Iterable[str | None]) -> 
     the outsiders' mails in its history."""
     tables = [sender_rules(config, sender), *(source_rules(config, s) for s in sorted(set(sources), key=str))]
     return tuple(t for t in tables if t)
+
+
+def on_outside_content(sources: Iterable[str | None]) -> bool:
+    """Whether a thread with runs from ``sources`` holds outsiders' text: anything posted by a trigger
+    other than a schedule (an unknown kind too: it fails closed)."""
+    return any(s and s.partition(":")[0] != "schedule" for s in sources)
 
 
 def sender_rules(config: Config, sender: str) -> dict[str, str]:

@@ -20,6 +20,7 @@ from pizzamail.auth import Accounts
 from pizzamail.config import HookSettings, WatchSettings
 from pizzamail.intake.smtp import IntakeHandler, start_smtp_server
 from pizzamail.store import Store, migrations
+from pizzamail.store.actions import held_actions
 from pizzamail.store.blobs import BlobStore
 from pizzamail.store.memory import notes
 from pizzamail.store.migrations import MIGRATIONS, migrate
@@ -28,7 +29,7 @@ from pizzamail.triggers.post import TriggerMail, post_task
 from tests.fakes.openai_server import FakeOpenAI, text, tool_call
 from tests.runner.conftest import Harness
 from tests.test_intake import BOT, OWNER, mail
-from tests.tools.conftest import with_tools
+from tests.tools.conftest import notes_dir, running_hub, stdio_server, with_tools  # noqa: F401
 from tests.triggers.test_webhooks import client, signed  # noqa: F401 - the webhook server fixture
 
 PASSWORD = "pw-123"
@@ -168,3 +169,22 @@ async def test_runs_queued_before_the_migration_have_no_source(
         assert (await migrate(db))[0] == MIGRATIONS[at][0]
         async with db.execute("SELECT source FROM runs") as cursor:
             assert await cursor.fetchall() == [(None,)]
+
+
+async def test_an_open_world_tool_asks_in_an_outside_run_and_runs_in_the_owners(
+    harness: Harness, fake_openai: FakeOpenAI, notes_dir: Path, tmp_path: Path  # noqa: F811
+) -> None:
+    # notes__add says it is read-only and closed-world; notes__lookup only read-only (open world by
+    # the MCP spec's default): a stranger's text could send data out through it
+    harness = harness.with_config(**OUTSIDE)
+    fake_openai.script([tool_call("notes__add", {"a": 2, "b": 3}),
+                        tool_call("notes__lookup", {"title": "secrets"}, call_id="call_2"),
+                        tool_call("notes__lookup", {"title": "recipes"}), text("No such note.")])
+    async with running_hub({"notes": stdio_server(notes_dir)}, log_dir=tmp_path) as hub, \
+            harness.running(**with_tools(harness, hub=hub)) as runner:
+        outside = await post(harness, "watch:inbox")
+        assert await harness.finish(runner, outside) == "waiting"
+        [held] = await held_actions(harness.store, run_id=outside)
+        assert (held.tool, held.status) == ("notes__lookup", "held")
+        assert await harness.finish(runner, await harness.task("Find my recipes note")) == "done"
+    assert fake_openai.requests[1].messages[-1]["content"] == "5"  # add ran without asking
