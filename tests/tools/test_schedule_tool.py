@@ -222,14 +222,29 @@ BERLIN_WEEKLY = "Start this task every Monday at 09:00 (cron `0 9 * * 1`, time z
 NEXT = re.compile(r"Next: Mon \d{1,2} \w{3} \d{4} 09:00, Mon \d{1,2} \w{3}( \d{4})? 09:00, Mon ")
 
 
-async def test_the_request_mail_says_what_approving_does_above_the_arguments(
-    harness: Harness, fake_openai: FakeOpenAI
-) -> None:
+async def held_weekly(harness: Harness, fake_openai: FakeOpenAI) -> tuple[Filer, int]:
+    """A run whose model asked for the weekly schedule, stopped at the held call."""
     fake_openai.script([tool_call("schedule_task", {**WEEKLY, "tz": "Europe/Berlin"})])
     filer = Filer(mailbox=harness.mailbox, blobs=harness.blobs)
     run_id = await harness.task("Summarise X every Monday")
     async with harness.running(tools=_builtins(harness), filer=filer.run, poll_interval=0.2) as runner:
         assert await harness.finish(runner, run_id) == "waiting"
+    return filer, run_id
+
+
+async def edit_and_resume(harness: Harness, filer: Filer, run_id: int, arguments: dict[str, Any]) -> None:
+    """The owner answers with edited arguments; the run goes on until it waits again."""
+    [action] = await held_actions(harness.store)
+    async with harness.store.write() as db:
+        await apply_decision(db, action, Decision(kind="edit", arguments=arguments), by=OWNER, via="test")
+    async with harness.running(tools=_builtins(harness), filer=filer.run, poll_interval=0.2) as runner:
+        assert await harness.finish(runner, run_id) == "waiting"
+
+
+async def test_the_request_mail_says_what_approving_does_above_the_arguments(
+    harness: Harness, fake_openai: FakeOpenAI
+) -> None:
+    await held_weekly(harness, fake_openai)
     [request] = await requests(harness)
     text = plain(request)
     assert f"**This call:** {BERLIN_WEEKLY}" in text and NEXT.search(text)
@@ -242,17 +257,8 @@ async def test_the_request_mail_says_what_approving_does_above_the_arguments(
 async def test_a_request_written_again_after_a_restart_says_the_same(
     harness: Harness, fake_openai: FakeOpenAI
 ) -> None:
-    fake_openai.script([tool_call("schedule_task", {**WEEKLY, "tz": "Europe/Berlin"})])
-    filer = Filer(mailbox=harness.mailbox, blobs=harness.blobs)
-    run_id = await harness.task("Summarise X every Monday")
-    async with harness.running(tools=_builtins(harness), filer=filer.run, poll_interval=0.2) as runner:
-        assert await harness.finish(runner, run_id) == "waiting"
-    [action] = await held_actions(harness.store)
-    async with harness.store.write() as db:  # edited arguments that fail the schema: asked again
-        await apply_decision(db, action, Decision(kind="edit", arguments={**WEEKLY, "when": 9}), by=OWNER,
-                             via="test")
-    async with harness.running(tools=_builtins(harness), filer=filer.run, poll_interval=0.2) as runner:
-        assert await harness.finish(runner, run_id) == "waiting"
+    filer, run_id = await held_weekly(harness, fake_openai)
+    await edit_and_resume(harness, filer, run_id, {**WEEKLY, "when": 9})  # fails the schema: asked again
     first, again = await requests(harness)
     assert "were not used" in plain(again) and "were not used" not in plain(first)
     said = [re.search(r"\*\*This call:\*\* (.*?) Next:", plain(m)) for m in (first, again)]
@@ -285,17 +291,9 @@ def _cli(home: Home, *args: str) -> Result:
 async def test_edited_arguments_the_tool_refuses_are_not_used_and_the_owner_is_asked_again(
     harness: Harness, fake_openai: FakeOpenAI
 ) -> None:
-    fake_openai.script([tool_call("schedule_task", {**WEEKLY, "tz": "Europe/Berlin"})])
-    filer = Filer(mailbox=harness.mailbox, blobs=harness.blobs)
-    run_id = await harness.task("Summarise X every Monday")
-    async with harness.running(tools=_builtins(harness), filer=filer.run, poll_interval=0.2) as runner:
-        assert await harness.finish(runner, run_id) == "waiting"
-    [action] = await held_actions(harness.store)
-    edited = {**WEEKLY, "when": "every 90 minutes"}  # fits the schema; the tool cannot run it
-    async with harness.store.write() as db:
-        await apply_decision(db, action, Decision(kind="edit", arguments=edited), by=OWNER, via="test")
-    async with harness.running(tools=_builtins(harness), filer=filer.run, poll_interval=0.2) as runner:
-        assert await harness.finish(runner, run_id) == "waiting"
+    filer, run_id = await held_weekly(harness, fake_openai)
+    # fits the schema; the tool cannot run it
+    await edit_and_resume(harness, filer, run_id, {**WEEKLY, "when": "every 90 minutes"})
     assert await list_schedules(harness.store) == []
     [again] = (await requests(harness))[1:]
     assert "**Your edited arguments were not used:** not scheduled: when 'every 90 minutes'" in plain(again)
