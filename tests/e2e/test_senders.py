@@ -10,19 +10,11 @@ import smtplib
 import subprocess
 
 import pytest
-from click.testing import CliRunner
 
-from pizzamail.cli import cli
 from tests.e2e.harness import BOT, Served, task_mail
 from tests.fakes.openai_server import FakeOpenAI, text
 
 CRON = "cron@localhost"
-
-
-def pizzamail(served: Served, *args: str) -> str:
-    result = CliRunner().invoke(cli, ["--home", str(served.home), *args], catch_exceptions=False)
-    assert result.exit_code == 0, result.output
-    return result.stdout
 
 
 def test_serve_takes_a_senders_task_refuses_its_imap_login_and_warns_once(
@@ -31,7 +23,7 @@ def test_serve_takes_a_senders_task_refuses_its_imap_login_and_warns_once(
     config = served.home / "config.toml"
     config.write_text(config.read_text() + f'[senders.cron]\naddress = "{CRON}"\n'
                                            '[senders.ci]\naddress = "ci@localhost"\n')
-    password = pizzamail(served, "account", "password", "--sender", "cron").strip()
+    password = served.cli("account", "password", "--sender", "cron").strip()
     fake_openai.script([text("Digest written.")])
     served.start()
     warnings = [line for line in served.output if "has no password" in line]
@@ -43,7 +35,7 @@ def test_serve_takes_a_senders_task_refuses_its_imap_login_and_warns_once(
     with smtplib.SMTP("127.0.0.1", served.smtp, timeout=10) as client:
         client.login("cron", password)
         assert client.send_message(msg, to_addrs=[BOT]) == {}
-    threads = json.loads(pizzamail(served, "threads", "--json"))
+    threads = json.loads(served.cli("threads", "--json"))
     assert [t["subject"] for t in threads] == ["Nightly digest"]
 
     with imaplib.IMAP4("127.0.0.1", served.imap) as imap, pytest.raises(imaplib.IMAP4.error,
@@ -55,7 +47,7 @@ def test_serve_takes_a_senders_task_refuses_its_imap_login_and_warns_once(
 def test_a_program_submits_with_curl_as_the_readme_shows(served: Served, fake_openai: FakeOpenAI) -> None:
     config = served.home / "config.toml"
     config.write_text(config.read_text() + f'[senders.cron]\naddress = "{CRON}"\n')
-    password = pizzamail(served, "account", "password", "--sender", "cron").strip()
+    password = served.cli("account", "password", "--sender", "cron").strip()
     fake_openai.script([text("The disk is 93% full; the largest folder is /var/log.")])
     served.start()
     report = served.home / "report.eml"
@@ -67,7 +59,7 @@ def test_a_program_submits_with_curl_as_the_readme_shows(served: Served, fake_op
         capture_output=True, text=True, timeout=30, check=False)
     assert sent.returncode == 0, sent.stderr
     served.wait_for("run 1 done")
-    [thread] = json.loads(pizzamail(served, "threads", "--json"))
+    [thread] = json.loads(served.cli("threads", "--json"))
     assert (thread["subject"], thread["status"]) == ("disk report", "done")
 
     wrong = subprocess.run(
