@@ -4,9 +4,11 @@ beyond the bytes handed in: the caller reads the stored mails."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from email.message import EmailMessage
-from email.parser import BytesParser
+from email.message import EmailMessage, Message
+from email.parser import BytesHeaderParser, BytesParser
 from email.policy import default
+
+from pizzamail.intake.parse import parse_mail
 
 #: types whose bytes are text even though they are not text/*
 _TEXTUAL = ("application/json", "application/xml", "application/csv", "application/x-yaml",
@@ -41,20 +43,56 @@ def attachments_of(raw: bytes, *, subject: str, start: int) -> list[Attachment]:
     except (KeyError, ValueError, TypeError):
         return []
     for part in parts:
-        payload = part.get_payload(decode=True)
-        data = payload if isinstance(payload, bytes) else b""
+        data = _data(part)
         name = part.get_filename() or f"attachment-{start + len(found)}"
         found.append(Attachment(index=start + len(found), filename=name, data=data,
                                 content_type=part.get_content_type(), message_subject=subject))
     return found
 
 
+def _data(part: EmailMessage) -> bytes:
+    """The part's bytes; for an attached mail (message/rfc822, which has no transfer encoding to
+    decode: ``get_payload(decode=True)`` is None) the mail itself."""
+    payload = part.get_payload(decode=True)
+    if isinstance(payload, bytes):
+        return payload
+    if part.get_content_maintype() != "message":
+        return b""
+    try:
+        inner = part.get_payload(0)
+        return inner.as_bytes() if isinstance(inner, EmailMessage) else b""
+    except (IndexError, TypeError, ValueError, LookupError):  # an empty or broken attached mail
+        return b""
+
+
 def attachment_text(attachment: Attachment, *, charset: str = "utf-8") -> str:
     """The content as text, or a short note saying why it cannot be shown."""
     if attachment.is_text:
         return attachment.data.decode(charset, "replace")
+    if attachment.content_type == "message/rfc822" and attachment.data:
+        return _mail_text(attachment.data)
     if attachment.content_type == "application/pdf":
         return (f"{attachment.filename} is a PDF; text extraction from PDFs is not available in this"
                 " installation. Ask the user for a text version if you need its content.")
     return (f"{attachment.filename} is {attachment.content_type} ({len(attachment.data)} bytes);"
             " it cannot be shown as text.")
+
+
+def _mail_text(raw: bytes) -> str:
+    """An attached mail as its main headers, text and the names of its own attachments."""
+    parsed = parse_mail(raw)
+    headers = BytesHeaderParser(policy=default).parsebytes(raw)
+    lines = [f"{name}: {_header(headers, name)}" for name in ("From", "To", "Cc", "Date", "Subject")
+             if _header(headers, name)]
+    text = "\n".join([*lines, "", parsed.body or "(no text)"])
+    if parsed.attachments:
+        text += "\n\n[attachments: " + ", ".join(parsed.attachments) + "]"
+    return text
+
+
+def _header(msg: Message, name: str) -> str:
+    try:
+        value = msg.get(name)
+    except (ValueError, IndexError, TypeError):  # a header the modern policy cannot parse
+        return ""
+    return " ".join(str(value).split()) if value is not None else ""

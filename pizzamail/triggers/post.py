@@ -6,12 +6,23 @@ import email.policy
 import email.utils
 from dataclasses import dataclass
 from email.message import EmailMessage
+from email.parser import BytesParser
 
 import aiosqlite
 
 from pizzamail.store.blobs import BlobStore
 from pizzamail.store.runs import create_run
 from pizzamail.store.threads import NewMessage, add_message, create_thread, log_event
+
+
+@dataclass(frozen=True, kw_only=True)
+class AttachedFile:
+    """A file a task mail carries after its text, for the mail client and ``read_attachment``."""
+
+    filename: str
+    content_type: str
+    """``message/rfc822`` attaches ``data`` as a mail of its own (a forwarded message to mail clients)"""
+    data: bytes
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -25,6 +36,8 @@ class TriggerMail:
     sender: str
     agent: str
     domain: str
+    attachments: tuple[AttachedFile, ...] = ()
+    """none: the task mail is its text alone, one text/plain part"""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -62,7 +75,20 @@ def _raw(mail: TriggerMail, message_id: str, in_reply_to: str | None, refs: list
         msg["References"] = " ".join(f"<{r}>" for r in refs)
     msg["X-Pizzamail-Source"] = mail.source
     msg.set_content(mail.text)
+    for file in mail.attachments:  # the text stays the first part: the stored body and what clients show
+        _attach(msg, file)
     return msg.as_bytes()
+
+
+def _attach(msg: EmailMessage, file: AttachedFile) -> None:
+    if file.content_type == "message/rfc822":
+        inner = BytesParser(policy=email.policy.default).parsebytes(file.data)
+        msg.add_attachment(inner, filename=file.filename)
+        return
+    maintype, _, subtype = file.content_type.partition("/")
+    if maintype in ("message", "multipart") or not subtype:  # as bytes, only the other types can be sent
+        maintype, subtype = "application", "octet-stream"
+    msg.add_attachment(file.data, maintype=maintype, subtype=subtype, filename=file.filename)
 
 
 async def post_task(

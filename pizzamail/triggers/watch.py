@@ -2,7 +2,7 @@
 
 Each enabled ``[watches.NAME]`` gets one asyncio task that connects, logs in, opens the folder
 (EXAMINE unless ``read_only = false``), turns every mail past the last UID handled into a task,
-then waits in IDLE (or polls with NOOP where IDLE is missing) and looks again on new mail.
+then waits in IDLE (or polls with NOOP where IDLE is missing or refused) and looks again on new mail.
 Any failure closes the connection and retries with exponential backoff and jitter, from
 ``retry_initial`` to ``retry_max``; a refused login or a missing password waits ``retry_max``
 between tries. Problems are logged and recorded once per change, not per retry.
@@ -26,10 +26,11 @@ from pizzamail.config import Config, WatchSettings
 from pizzamail.secrets import SecretStore
 from pizzamail.store import Store
 from pizzamail.store.blobs import BlobStore
-from pizzamail.triggers.post import TriggerMail
+from pizzamail.triggers.post import AttachedFile, TriggerMail
 from pizzamail.triggers.watch_imap import FolderStatus, ImapSession, WatchError
-from pizzamail.triggers.watch_mail import mail_facts, render, task_subject
+from pizzamail.triggers.watch_mail import carried, mail_facts, render, task_subject
 from pizzamail.triggers.watch_state import Handled, begin, record, set_state
+from pizzamail.triggers.watch_wire import Fetched
 
 log = logging.getLogger("pizzamail.triggers")
 
@@ -121,13 +122,22 @@ class Watcher:
                 await self._handle(session, status.uidvalidity, uid)
             if not session.changed:  # else something arrived while we looked: look again first
                 await session.wait_for_change(self.settings.idle_seconds)
+                await self._note_idle_refused(session)
+
+    async def _note_idle_refused(self, session: ImapSession) -> None:
+        """A server that offered IDLE and refused it is polled from then on: said once a connection."""
+        if self._state != "watching" or session.idle_refusal is None:
+            return
+        outcome = f"{session.idle_refusal}; polling every {session.poll_seconds:g} s instead"
+        log.warning("watch %s: %s", self.name, outcome)
+        await self._set_state("polling", outcome=outcome)
 
     async def _handle(self, session: ImapSession, uidvalidity: int, uid: int) -> None:
-        raw = await session.fetch(uid)
+        fetched = await session.fetch(uid)
         posted = None
-        if raw is not None:  # else expunged before we got to it
+        if fetched is not None:  # else expunged before we got to it
             handled = Handled(watch=self.name, uidvalidity=uidvalidity, uid=uid)
-            posted = await record(self.store, self.blobs, *self._task(handled, raw),
+            posted = await record(self.store, self.blobs, *self._task(handled, fetched),
                                   one_thread=self.settings.thread == "one")
         self._last_uid = max(self._last_uid, uid)
         if posted is None:
@@ -137,14 +147,16 @@ class Watcher:
         if not self.settings.read_only:
             await self._mark_seen(session, uid)
 
-    def _task(self, handled: Handled, raw: bytes) -> tuple[Handled, TriggerMail]:
-        """The record of the mail (with its Message-ID) and the task mail its prompt renders."""
-        facts = mail_facts(raw, max_chars=self.settings.max_chars)
+    def _task(self, handled: Handled, fetched: Fetched) -> tuple[Handled, TriggerMail]:
+        """The record of the mail (with its Message-ID) and the task mail its prompt renders, carrying
+        the mail and its attachments."""
+        files = carried(fetched)
+        facts = mail_facts(fetched.raw, max_chars=self.settings.max_chars, carried=files)
         text, problem = render(self.settings.prompt, facts, watch=self.name, folder=self.settings.folder)
         if problem:
             log.warning("watch %s: UID %d: %s", self.name, handled.uid, problem)
         handled = dataclasses.replace(handled, message_id=facts["message_id"] or None)
-        return handled, self._mail(facts, text)
+        return handled, self._mail(facts, text, files.files)
 
     async def _mark_seen(self, session: ImapSession, uid: int) -> None:
         """Only now: the task is stored. A server that refuses costs a warning, not the watch."""
@@ -160,12 +172,12 @@ class Watcher:
         s = self.settings
         return f"{s.user}@{s.host}:{s.port}/{s.folder}"
 
-    def _mail(self, facts: dict[str, Any], text: str) -> TriggerMail:
+    def _mail(self, facts: dict[str, Any], text: str, files: tuple[AttachedFile, ...]) -> TriggerMail:
         config = self.config
         return TriggerMail(
             subject=task_subject(self.name, facts, one_thread=self.settings.thread == "one"), text=text,
             source=f"watch:{self.name}", sender=config.account.address, agent=config.agent.address,
-            domain=config.domain,
+            domain=config.domain, attachments=files,
         )
 
     async def _report(self, problem: WatchError) -> None:

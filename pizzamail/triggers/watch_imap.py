@@ -12,6 +12,12 @@ connection for silence. The worker waits in ``select`` on the socket and on a wa
 no CPU while nothing happens, and stop ends the wait at once. Every other wait is bounded by the
 socket timeout (``reply_seconds``).
 
+A connection that dies without a word (a NAT mapping dropped, a laptop asleep, a server gone without
+FIN or RST) would otherwise show only when IDLE is renewed, up to ``idle_seconds`` later: TCP
+keepalive (:func:`keep_alive`) notices it within about two minutes and ends the wait with an error.
+A server that offers IDLE but refuses it (some proxies and gateways do) is polled with NOOP instead,
+like one without IDLE, for the rest of the session.
+
 Read-only means EXAMINE and ``BODY.PEEK[]``: the remote ``\\Seen`` flags never change. Only
 :meth:`ImapSession.mark_seen` writes, and the watcher calls it only when the user allowed it.
 """
@@ -38,14 +44,20 @@ from imapclient.exceptions import LoginError  # type: ignore[import-untyped]
 
 from pizzamail.config import WatchSettings
 from pizzamail.errors import PizzamailError
-from pizzamail.triggers.watch_wire import fetched_mail, folder_names, folder_status
+from pizzamail.triggers.watch_wire import Fetched, fetched, folder_names, folder_status
 
 T = TypeVar("T")
 
-#: bytes of a mail fetched at most: the text a task needs is near the start, attachments are not
+#: bytes of a mail fetched at most: a larger mail gives its task only its start, without attachments
 MAX_FETCH_BYTES = 2 * 1024 * 1024
 #: the polite goodbye (DONE, LOGOUT) may take this long before the connection is simply dropped
 CLOSE_SECONDS = 5.0
+#: TCP keepalive: the first probe after this many seconds of silence (also keeps NAT mappings fresh;
+#: the shortest common NAT timeouts are a few minutes), then one every ``KEEPALIVE_INTERVAL`` s; the
+#: connection is dead after ``KEEPALIVE_PROBES`` unanswered ones: 60 + 3 * 20 s = 2 min of silence
+KEEPALIVE_IDLE = 60
+KEEPALIVE_INTERVAL = 20
+KEEPALIVE_PROBES = 3
 
 # IMAPClient logs every command and response at DEBUG (whole mails of the user's real inbox): none of
 # it belongs in pizzamail's log, even with --verbose.
@@ -77,6 +89,22 @@ class FolderStatus:
     exists: int
 
 
+def keep_alive(sock: socket.socket) -> None:
+    """TCP keepalive on ``sock`` with our timing where the platform lets us set it (Linux has all
+    three options; macOS has no ``TCP_KEEPIDLE`` but ``TCP_KEEPALIVE``, the same in seconds; Windows
+    before 10 1709 refuses the timing: its defaults stay). For TLS, the options go on the socket
+    under the TLS layer."""
+    setopt = socket.socket.setsockopt  # the plain socket's own method, also for an SSLSocket
+    setopt(sock, socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+    idle = getattr(socket, "TCP_KEEPIDLE", getattr(socket, "TCP_KEEPALIVE", None))
+    timing = ((idle, KEEPALIVE_IDLE), (getattr(socket, "TCP_KEEPINTVL", None), KEEPALIVE_INTERVAL),
+              (getattr(socket, "TCP_KEEPCNT", None), KEEPALIVE_PROBES))
+    for option, value in timing:
+        if option is not None:
+            with contextlib.suppress(OSError):  # keepalive with the system's timing still helps
+                setopt(sock, socket.IPPROTO_TCP, option, value)
+
+
 def client_context(cafile: str | None = None) -> ssl.SSLContext:
     """Certificates verified against the system's CAs, or only against ``cafile`` when given."""
     return ssl.create_default_context(cafile=cafile)
@@ -95,6 +123,7 @@ class ImapSession:
         self._password = ""
         self._client: Any = None  # the IMAPClient, made (and only ever used) in the worker thread
         self._capabilities: frozenset[bytes] = frozenset()
+        self._idle_refusal: str | None = None  # the server's NO or BAD to IDLE: poll from then on
         self._changed = False
         self._broken = False  # the connection failed: no LOGOUT at close
         self._closed = False
@@ -126,7 +155,13 @@ class ImapSession:
 
     @property
     def can_idle(self) -> bool:
-        return b"IDLE" in self._capabilities
+        """Offered by the server and not refused so far."""
+        return b"IDLE" in self._capabilities and self._idle_refusal is None
+
+    @property
+    def idle_refusal(self) -> str | None:
+        """Why the IDLE the server offers cannot be used (its refusal), or None."""
+        return self._idle_refusal
 
     @property
     def where(self) -> str:
@@ -154,17 +189,18 @@ class ImapSession:
         # "n:*" also names the highest UID when it is below n (RFC 3501 §6.4.8): filtered here.
         return sorted(u for u in await self._call(lambda: self._search(f"{uid + 1}:*")) if u > uid)
 
-    async def fetch(self, uid: int) -> bytes | None:
-        """The mail (its first :data:`MAX_FETCH_BYTES`), unseen flags untouched; None if it is gone."""
-        items = [f"BODY.PEEK[]<0.{MAX_FETCH_BYTES}>"]
-        return await self._call(lambda: fetched_mail(self._client.fetch([uid], items), uid))
+    async def fetch(self, uid: int) -> Fetched | None:
+        """The mail (its first :data:`MAX_FETCH_BYTES`) and its size, unseen flags untouched; None if gone."""
+        items = [f"BODY.PEEK[]<0.{MAX_FETCH_BYTES}>", "RFC822.SIZE"]
+        return await self._call(lambda: fetched(self._client.fetch([uid], items), uid, limit=MAX_FETCH_BYTES))
 
     async def mark_seen(self, uid: int) -> None:
         """``\\Seen`` on one mail; a refusal is a WatchError of kind ``store``."""
         await self._call(lambda: self._mark_seen(uid))
 
     async def wait_for_change(self, seconds: float) -> None:
-        """Until the server announces new mail or ``seconds`` pass: IDLE, else NOOP polls."""
+        """Until the server announces new mail or ``seconds`` pass: IDLE, else NOOP polls. A refused
+        IDLE returns at once (see :attr:`idle_refusal`); :attr:`can_idle` is False from then on."""
         if self.can_idle:
             await self._call(lambda: self._idle(seconds))
             return
@@ -235,6 +271,7 @@ class ImapSession:
         s = self.settings
         self._client = IMAPClient(s.host, port=s.port, ssl=s.security == "ssl", ssl_context=context,
                                   timeout=self._timeout)
+        keep_alive(self._client.socket())  # the descriptor stays the same through STARTTLS
         if s.security == "starttls":
             # Never fall back to clear text: the password would cross the network readable.
             if not self._client.has_capability("STARTTLS"):
@@ -295,12 +332,17 @@ class ImapSession:
             raise WatchError("store", f"{self.where} refused STORE: {self._reason(exc)}") from None
 
     def _idle(self, seconds: float) -> None:
-        """IDLE (RFC 2177) until new mail is announced, ``seconds`` pass or :meth:`_wake`; then DONE."""
+        """IDLE (RFC 2177) until new mail is announced, ``seconds`` pass or :meth:`_wake`; then DONE.
+        A completion instead of the ``+`` is a refusal: noted, and the connection is still in step."""
         imap = self._imap
         tag = imap._command("IDLE")
         while imap._get_response() is not None:  # untagged responses may come before the "+"
-            if imap.tagged_commands.get(tag) is not None:
-                raise WatchError("protocol", f"{self.where} refused IDLE")
+            if (completion := imap.tagged_commands.get(tag)) is not None:
+                del imap.tagged_commands[tag]
+                result, data = cast(tuple[str, list[object]], completion)  # typeshed says list[bytes]
+                words = b" ".join(d for d in data if isinstance(d, bytes)).decode("utf-8", "replace")
+                self._idle_refusal = f"{self.where} refused IDLE ({f'{result} {words}'.strip()})"
+                return
         self._wait(seconds)
         imap.send(b"DONE\r\n")
         result, _ = imap._command_complete("IDLE", tag)
@@ -373,7 +415,7 @@ class ImapSession:
         if isinstance(exc, ssl.SSLError):
             return WatchError("tls", f"TLS with {where} failed ({exc.reason or exc})",
                               hint=f"check port and security in [watches.{name}]: 993 is ssl, 143 starttls")
-        if isinstance(exc, TimeoutError):
+        if isinstance(exc, TimeoutError) and exc.errno is None:  # the socket timeout, not keepalive's
             return WatchError("connect", f"{where} did not answer within {self._timeout:g} s",
                               hint=f"check host and port in [watches.{name}] and that the server is up")
         if isinstance(exc, OSError | imaplib.IMAP4.abort):

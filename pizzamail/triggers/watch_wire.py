@@ -7,6 +7,19 @@ UTF-7; what is left is picking the values a watch needs and trusting none of the
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, kw_only=True)
+class Fetched:
+    """A mail as a capped fetch (``BODY.PEEK[]<0.LIMIT>``) brought it."""
+
+    raw: bytes
+    """the mail, or only its first bytes when :attr:`cut_short`"""
+    size: int | None
+    """the whole mail's size as the server reported it (RFC822.SIZE), None if it did not"""
+    cut_short: bool
+    """a partial fetch says nothing of truncation: it just returns exactly LIMIT octets of a larger mail"""
 
 
 def folder_status(answer: Mapping[bytes, object]) -> tuple[int | None, int | None, int]:
@@ -21,6 +34,19 @@ def fetched_mail(answer: Mapping[int, Mapping[bytes, object]], uid: int) -> byte
         if key.upper().startswith(b"BODY[]") and isinstance(value, bytes):
             return value
     return None
+
+
+def fetched(answer: Mapping[int, Mapping[bytes, object]], uid: int, *, limit: int) -> Fetched | None:
+    """The mail and RFC822.SIZE of ``uid`` from a fetch of its first ``limit`` octets; None if expunged.
+
+    Only an answer of the whole ``limit`` can be cut short: a size above it (some servers' sizes are
+    estimates) says nothing then. Without a size, such an answer counts as cut short."""
+    raw = fetched_mail(answer, uid)
+    if raw is None:
+        return None
+    size = _int(answer.get(uid, {}).get(b"RFC822.SIZE"))
+    full_length = len(raw) >= limit
+    return Fetched(raw=raw, size=size, cut_short=full_length and (size is None or size > len(raw)))
 
 
 def folder_names(listing: Iterable[tuple[object, object, object]]) -> list[str]:

@@ -14,9 +14,12 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import errno
 import logging
 import re
+import socket
 import ssl
+import sys
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -72,8 +75,10 @@ class Scripted:
 
     ``greeting`` first (None: it never greets); then for each command, by name, the writes of its
     answer in order, each a separate send (``{tag}`` is the command's tag, :data:`CLOSE` hangs
-    up). A command with no script is never answered. A line that is no command, ``DONE`` or a
-    SASL response (named ``+``), is answered with the tag of the command before it.
+    up); a script for two words (``UID FETCH``) comes before one for the first (``UID``). A test
+    may change ``answers`` while the client is connected. A command with no script is never
+    answered. A line that is no command, ``DONE`` or a SASL response (named ``+``), is answered
+    with the tag of the command before it.
     """
 
     answers: dict[bytes, tuple[bytes, ...]]
@@ -82,6 +87,8 @@ class Scripted:
     """implicit TLS with this context"""
     heard: list[bytes] = field(default_factory=list)
     """every line the client sent"""
+    connections: int = 0
+    """how many connections the server accepted"""
     port: int = 0
     _server: asyncio.Server | None = None
     _writers: list[asyncio.StreamWriter] = field(default_factory=list)
@@ -104,6 +111,7 @@ class Scripted:
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self._writers.append(writer)
+        self.connections += 1
         if self.greeting is not None:
             writer.write(self.greeting)
         last = b""
@@ -113,7 +121,8 @@ class Scripted:
             if name in (b"DONE", b"+"):
                 tag = last
             last = tag
-            for chunk in self.answers.get(name, ()):
+            two_words = b" ".join(line.split()[1:3]).upper()
+            for chunk in self.answers.get(two_words, self.answers.get(name, ())):
                 if chunk == CLOSE:
                     writer.close()
                     return
@@ -229,6 +238,87 @@ async def test_the_server_closing_during_idle_fails_the_wait_at_once(
     assert re.fullmatch(r"the connection to 127\.0\.0\.1:\d+ was lost \(.*EOF.*\)", failed.value.message)
     assert len(turns) <= 3, f"{len(turns)} turns of the wait loop on a closed connection"
     assert remote.commands()[-1] == b"IDLE"  # no DONE or LOGOUT on a dead connection
+
+
+# -- a server that offers IDLE and refuses it -----------------------------------------------------
+
+LATE_MAIL = b"Subject: Found by a poll\r\nMessage-ID: <late@example.com>\r\n\r\nafter a refused IDLE\r\n"
+UIDS_NONE = (b"* SEARCH\r\n{tag} OK searched\r\n",)
+UIDS_LATE = (b"* SEARCH 2\r\n{tag} OK searched\r\n",)
+FETCH_LATE = (b"* 2 FETCH (UID 2 RFC822.SIZE %d BODY[]<0> {%d}\r\n%b)\r\n{tag} OK fetched\r\n"
+              % (len(LATE_MAIL), len(LATE_MAIL), LATE_MAIL),)
+
+
+@pytest.mark.parametrize("refusal", [b"{tag} NO IDLE not allowed\r\n", b"{tag} BAD unknown command\r\n"],
+                         ids=["NO", "BAD"])
+async def test_a_refused_idle_falls_back_to_polling_on_the_same_connection(
+    refusal: bytes, store: Store, blobs: BlobStore, secrets: SecretStore, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Some proxies and gateways advertise IDLE and refuse it: the watch polls with NOOP instead of
+    reconnecting in a loop, says so once, and its state is "polling"."""
+    script = {**ANSWERS, b"IDLE": (refusal,), b"NOOP": (b"{tag} OK nothing new\r\n",),
+              b"UID SEARCH": UIDS_NONE}
+    async with Scripted(script) as remote:
+
+        async def polls(count: int) -> bool:
+            return remote.commands().count(b"NOOP") >= count
+
+        async with asyncio.timeout(GENEROUS), watching(store, blobs, watch_config(remote), secrets,
+                                                       poll_seconds=0.02, timeout=HOUR) as w:
+            row = await w.until_state("polling")
+            await eventually(lambda: polls(3))
+            remote.answers.update({b"NOOP": (b"* 2 EXISTS\r\n{tag} OK new mail\r\n",),
+                                   b"UID SEARCH": UIDS_LATE, b"UID FETCH": FETCH_LATE})
+            [task] = await w.until_tasks(1)
+            await eventually(lambda: polls(6))  # and it goes on polling
+        assert remote.connections == 1
+    assert "after a refused IDLE" in task["body"]
+    assert re.fullmatch(r"127\.0\.0\.1:\d+ refused IDLE \((NO IDLE not allowed|BAD unknown command)\);"
+                        r" polling every 0\.02 s instead", row["last_outcome"]), row["last_outcome"]
+    assert remote.commands().count(b"IDLE") == 1 and b"DONE" not in remote.commands()
+    said = [r for r in caplog.records if "refused IDLE" in r.getMessage()]
+    assert len(said) == 1 and said[0].levelno == logging.WARNING, said
+
+
+# -- TCP keepalive: a connection that dies silently shows within minutes ---------------------------
+
+
+#: each keepalive option the platform may have, and the value ImapSession gives it
+KEEPALIVE_TIMING = {
+    "TCP_KEEPIDLE": watch_imap.KEEPALIVE_IDLE, "TCP_KEEPALIVE": watch_imap.KEEPALIVE_IDLE,
+    "TCP_KEEPINTVL": watch_imap.KEEPALIVE_INTERVAL, "TCP_KEEPCNT": watch_imap.KEEPALIVE_PROBES,
+}
+
+
+@pytest.mark.parametrize("security", ["none", "ssl"])
+async def test_the_connection_has_tcp_keepalive_with_our_timing(security: str, tmp_path: Path) -> None:
+    """Checked on the live socket (for implicit TLS, the one under the TLS layer)."""
+    certificate = self_signed()
+    tls = certificate.server_context(tmp_path) if security == "ssl" else None
+    async with Scripted(ANSWERS, tls=tls) as remote:
+        session = await ImapSession.open("w", settings(remote.port, security=security),
+                                         tls=certificate.client_context(), reply_seconds=HOUR)
+        async with session:
+            await session.login("pw")
+            sock = session._client.socket()  # the live connection's own socket
+            assert isinstance(sock, ssl.SSLSocket) == (security == "ssl")
+            option = socket.socket.getsockopt
+            assert option(sock, socket.SOL_SOCKET, socket.SO_KEEPALIVE) != 0
+            present = {name: value for name, value in KEEPALIVE_TIMING.items() if hasattr(socket, name)}
+            for name, value in present.items():
+                assert option(sock, socket.IPPROTO_TCP, getattr(socket, name)) == value, name
+    if sys.platform == "linux":  # where all three exist: none was silently skipped
+        assert set(present) >= {"TCP_KEEPIDLE", "TCP_KEEPINTVL", "TCP_KEEPCNT"}
+
+
+async def test_a_keepalive_timeout_reads_as_a_lost_connection_not_a_slow_answer() -> None:
+    """The kernel's ETIMEDOUT (keepalive gave up) is a TimeoutError too, with an errno; the socket
+    timeout's has none."""
+    async with Scripted(ANSWERS) as remote, examined(remote.port) as session:
+        dead = session._problem(TimeoutError(errno.ETIMEDOUT, "Connection timed out"))
+        slow = session._problem(TimeoutError("timed out"))
+    assert re.fullmatch(r"the connection to 127\.0\.0\.1:\d+ was lost \(Connection timed out\)", dead.message)
+    assert dead.kind == "connect" and "did not answer" in slow.message
 
 
 # -- a server that says nothing -------------------------------------------------------------------
