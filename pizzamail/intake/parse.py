@@ -11,7 +11,7 @@ import email.policy
 import email.utils
 import re
 from dataclasses import dataclass
-from email.message import EmailMessage, MIMEPart
+from email.message import EmailMessage, Message, MIMEPart
 from email.parser import BytesParser
 
 _MSGID = re.compile(r"<([^<>\s]+)>")
@@ -107,3 +107,13 @@ def _attachment_names(msg: EmailMessage) -> list[str]:
     except (KeyError, ValueError, TypeError):
         return []
     return names
+
+
+def header_text(msg: Message, name: str) -> str:
+    """One header as a single line of text ('' when absent); a header the modern policy cannot
+    parse falls back to its raw text rather than failing the whole mail."""
+    try:
+        value = msg.get(name)
+    except (ValueError, IndexError, TypeError):
+        value = next((v for k, v in msg.raw_items() if k.lower() == name.lower()), None)
+    return " ".join(str(value).split()) if value is not None else ""

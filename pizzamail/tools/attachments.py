@@ -4,11 +4,11 @@ beyond the bytes handed in: the caller reads the stored mails."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from email.message import EmailMessage, Message
+from email.message import EmailMessage
 from email.parser import BytesHeaderParser, BytesParser
 from email.policy import default
 
-from pizzamail.intake.parse import parse_mail
+from pizzamail.intake.parse import header_text, parse_mail
 
 #: types whose bytes are text even though they are not text/*
 _TEXTUAL = ("application/json", "application/xml", "application/csv", "application/x-yaml",
@@ -82,17 +82,10 @@ def _mail_text(raw: bytes) -> str:
     """An attached mail as its main headers, text and the names of its own attachments."""
     parsed = parse_mail(raw)
     headers = BytesHeaderParser(policy=default).parsebytes(raw)
-    lines = [f"{name}: {_header(headers, name)}" for name in ("From", "To", "Cc", "Date", "Subject")
-             if _header(headers, name)]
+    lines = [f"{name}: {header_text(headers, name)}" for name in ("From", "To", "Cc", "Date", "Subject")
+             if header_text(headers, name)]
     text = "\n".join([*lines, "", parsed.body or "(no text)"])
     if parsed.attachments:
         text += "\n\n[attachments: " + ", ".join(parsed.attachments) + "]"
     return text
 
-
-def _header(msg: Message, name: str) -> str:
-    try:
-        value = msg.get(name)
-    except (ValueError, IndexError, TypeError):  # a header the modern policy cannot parse
-        return ""
-    return " ".join(str(value).split()) if value is not None else ""

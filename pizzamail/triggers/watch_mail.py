@@ -15,7 +15,7 @@ from email.parser import BytesHeaderParser
 from pathlib import PurePosixPath
 from typing import Any
 
-from pizzamail.intake.parse import parse_mail
+from pizzamail.intake.parse import header_text, parse_mail
 from pizzamail.tools.attachments import attachments_of
 from pizzamail.triggers.hooks import TEMPLATES
 from pizzamail.triggers.post import AttachedFile
@@ -110,20 +110,11 @@ def mail_facts(raw: bytes, *, max_chars: int, carried: Carried | None = None) ->
     text = parsed.body
     if len(text) > max_chars:
         text = text[:max_chars] + f"\n[... {len(parsed.body) - max_chars} more characters not shown]"
-    return {"from": _header(headers, "From"), "to": _header(headers, "To"), "subject": parsed.subject,
-            "date": _header(headers, "Date"), "message_id": parsed.message_id or "", "text": text,
+    return {"from": header_text(headers, "From"), "to": header_text(headers, "To"), "subject": parsed.subject,
+            "date": header_text(headers, "Date"), "message_id": parsed.message_id or "", "text": text,
             "attachments": [f.filename for f in carried.files[1:]],
             "original": carried.files[0].filename if carried.files else "",
             "left_out": list(carried.left_out), "too_large": carried.too_large, "size": carried.size}
-
-
-def _header(msg: EmailMessage, name: str) -> str:
-    try:
-        value = msg.get(name)
-    except (ValueError, IndexError, TypeError):
-        # a header the modern policy cannot parse: its raw text will do
-        value = next((v for k, v in msg.raw_items() if k.lower() == name.lower()), None)
-    return " ".join(str(value).split()) if value is not None else ""
 
 
 def render(template: str, mail: dict[str, Any], *, watch: str, folder: str) -> tuple[str, str | None]:
