@@ -142,9 +142,18 @@ def named(data: object, prefix: str, build: Any) -> dict[str, Any]:
     return {name: build(name, table) for name, table in data.items()}
 
 
-def check_trigger_name(prefix: str, name: str) -> None:
+def named_section(cls: type[S], kind: str, name: str, table: object, *,
+                  required: dict[str, str] | None = None) -> S:
+    """One ``[KIND.NAME]`` section (a schedule, hook, sender, watch): its name, its keys, and each
+    ``required`` key (mapped to what to write there) present and not empty."""
+    prefix = f"{kind}.{name}"
     if not TRIGGER_NAME_RE.match(name):
         raise ConfigError(prefix, name, "a name of letters, digits, _ and - (at most 40)")
+    settings = section(cls, table, prefix)
+    for key, wanted in (required or {}).items():
+        if not getattr(settings, key):
+            raise ConfigError(f"{prefix}.{key}", "", wanted)
+    return settings
 
 
 

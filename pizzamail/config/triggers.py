@@ -6,11 +6,10 @@ from dataclasses import dataclass, replace
 
 from pizzamail.config.fields import (
     address_problem,
-    check_trigger_name,
+    named_section,
     one_of,
     policies_problem,
     positive,
-    section,
     setting,
     user_problem,
 )
@@ -94,8 +93,7 @@ def schedule_settings(name: str, table: object) -> ScheduleSettings:
     """One ``[schedules.NAME]`` section, validated, ``when`` translated into ``cron`` (also used by
     ``pizzamail schedule add`` and the schedule_task tool)."""
     prefix = f"schedules.{name}"
-    check_trigger_name(prefix, name)
-    settings = section(ScheduleSettings, table, prefix)
+    settings = named_section(ScheduleSettings, "schedules", name, table)
     if settings.cron and settings.when:
         raise ConfigError(f"{prefix}.when", settings.when, "either cron or when, not both")
     if not (settings.cron or settings.when):
@@ -111,10 +109,7 @@ def schedule_settings(name: str, table: object) -> ScheduleSettings:
 
 
 def hook_settings(name: str, table: object) -> HookSettings:
-    prefix = f"hooks.{name}"
-    check_trigger_name(prefix, name)
-    settings = section(HookSettings, table, prefix)
-    return settings
+    return named_section(HookSettings, "hooks", name, table)
 
 
 
@@ -140,9 +135,5 @@ class SenderSettings:
 
 
 def sender_settings(name: str, table: object) -> SenderSettings:
-    prefix = f"senders.{name}"
-    check_trigger_name(prefix, name)
-    settings = section(SenderSettings, table, prefix)
-    if not settings.address:
-        raise ConfigError(f"{prefix}.address", "", "the address it sends from, such as cron@localhost")
-    return settings
+    return named_section(SenderSettings, "senders", name, table,
+                         required={"address": "the address it sends from, such as cron@localhost"})

@@ -5,12 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pizzamail.config.fields import (
-    check_trigger_name,
+    named_section,
     one_of,
     policies_problem,
     port_problem,
     positive,
-    section,
     setting,
 )
 from pizzamail.config.triggers import template_check
@@ -52,12 +51,8 @@ class WatchSettings:
 
 def watch_settings(name: str, table: object) -> WatchSettings:
     prefix = f"watches.{name}"
-    check_trigger_name(prefix, name)
-    settings = section(WatchSettings, table, prefix)
-    if not settings.host:
-        raise ConfigError(f"{prefix}.host", "", "the IMAP server's host name")
-    if not settings.user:
-        raise ConfigError(f"{prefix}.user", "", "the login name at that server")
+    settings = named_section(WatchSettings, "watches", name, table, required={
+        "host": "the IMAP server's host name", "user": "the login name at that server"})
     if settings.security == "none" and settings.host not in LOOPBACK_HOSTS:
         raise ConfigError(f"{prefix}.security", "none", "ssl or starttls for a server beyond loopback")
     return settings
