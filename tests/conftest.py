@@ -6,11 +6,18 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 from pizzamail.home import Home
 from pizzamail.mailbox import Mailbox
 from pizzamail.store import Store
 from pizzamail.store.blobs import BlobStore
+
+# Fuzzing stays random (a new run may find a new input; a failure prints the blob that replays it), but
+# no deadline: a 2-core CI machine under load is not a correctness signal. No example database on disk.
+settings.register_profile("pizzamail", deadline=None, database=None, print_blob=True,
+                          suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("pizzamail")
 
 pytest_plugins = ["tests.fakes.openai_server", "tests.fakes.anthropic_server", "tests.fakes.bedrock_server"]
 
