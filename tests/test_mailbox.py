@@ -8,9 +8,10 @@ import os
 import pytest
 
 from pizzamail.home import Home
-from pizzamail.mailbox import STANDARD_FOLDERS, Mailbox, maildir
+from pizzamail.mailbox import STANDARD_FOLDERS, Mailbox, maildir, message_base
 from pizzamail.mailbox.demo import seed_demo_data
-from pizzamail.mailbox.filing import file_pending
+from pizzamail.mailbox.filing import created_stamp, file_pending
+from pizzamail.store import Store
 from pizzamail.store.blobs import BlobStore
 from pizzamail.store.threads import NewMessage, add_message, create_thread
 
@@ -152,3 +153,28 @@ async def test_a_folder_made_again_never_gets_an_old_uidvalidity(mailbox: Mailbo
         assert folder.uidvalidity not in given
         given.add(folder.uidvalidity)
         await mailbox.delete_folder(folder)
+
+
+async def test_a_message_whose_file_was_renamed_before_a_crash_is_filed_once_at_the_next_start(
+    mailbox: Mailbox, home: Home, store: Store, blobs: BlobStore
+) -> None:
+    digest = blobs.put(MAIL)
+    async with store.write() as db:
+        thread = await create_thread(db, subject="hi", agent="bot@x")
+        row = await add_message(db, thread, NewMessage(
+            message_id="m1@x", in_reply_to=None, refs=[], direction="in", kind="task",
+            sender="a@example.org", subject="hi", body="body", blob=digest, size=len(MAIL)))
+    created = await store.fetchone("SELECT created_at FROM messages WHERE id = ?", (row,))
+    assert created is not None
+    base = message_base(row, created_stamp(created["created_at"]))
+    # the crash came after the rename into new/ and before the index commit
+    maildir.write_atomic(home.maildir, base, maildir.to_crlf(MAIL), 1700000000, set())
+
+    for started in range(3):  # the next start, and the starts after it
+        mailbox = await Mailbox(root=home.maildir, store=store).open()  # open() reconciles
+        assert await file_pending(mailbox, blobs) == (1 if started == 0 else 0)
+    inbox = await mailbox.folder("INBOX")
+    assert inbox is not None
+    assert os.listdir(home.maildir / "new") == [base]
+    indexed = await store.fetchall("SELECT name, message_ref FROM mail WHERE folder_id = ?", (inbox.id,))
+    assert [tuple(r) for r in indexed] == [(base, row)]

@@ -170,7 +170,9 @@ class Mailbox:
         """Add a message: atomic file write, then its index row. Returns its UID.
 
         With a deterministic ``base`` delivery is idempotent: a file already there (a crash
-        between the rename and the commit) is indexed instead of written twice.
+        between the rename and the commit) is indexed instead of written twice, and one that
+        :meth:`reconcile` indexed at start-up, not knowing whose it was, is linked to
+        ``message_ref``, which counts as filed.
         """
         data = maildir.to_crlf(data)
         stamp = internaldate or int(time.time())
@@ -179,6 +181,7 @@ class Mailbox:
         if base is not None:
             uid = await self._indexed_uid(folder, base)
             if uid is not None:
+                await self._link(folder, uid, message_ref)
                 return uid
             existing = maildir.written(self.path(folder), base, flag_set)
         base = base or _unique_base()
@@ -195,6 +198,14 @@ class Mailbox:
             "SELECT uid FROM mail WHERE folder_id = ? AND name = ?", (folder.id, base)
         )
         return int(row["uid"]) if row else None
+
+    async def _link(self, folder: Folder, uid: int, message_ref: int | None) -> None:
+        if message_ref is None:
+            return
+        async with self.store.write() as db:
+            await db.execute("UPDATE mail SET message_ref = ? WHERE folder_id = ? AND uid = ?",
+                             (message_ref, folder.id, uid))
+            await _mark_filed(db, message_ref)
 
     async def _index(
         self, folder: Folder, base: str, subdir: str, size: int, stamp: int,
@@ -217,7 +228,7 @@ class Mailbox:
                   modseq, message_ref) for n, f in enumerate(files)],
             )
             if message_ref is not None:
-                await db.execute("UPDATE messages SET filed = 1 WHERE id = ?", (message_ref,))
+                await _mark_filed(db, message_ref)
         return list(range(first, first + len(files)))
 
     async def messages(self, folder: Folder) -> list[MailRow]:
@@ -406,6 +417,10 @@ async def _bump(db: aiosqlite.Connection, folder_id: int) -> int:
         row = await cursor.fetchone()
     assert row is not None
     return int(row[0])
+
+
+async def _mark_filed(db: aiosqlite.Connection, message_ref: int) -> None:
+    await db.execute("UPDATE messages SET filed = 1 WHERE id = ?", (message_ref,))
 
 
 async def _locked_rows(db: aiosqlite.Connection, folder_id: int, uids: Iterable[int]) -> list[MailRow]:

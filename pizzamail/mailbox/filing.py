@@ -2,7 +2,8 @@
 
 A message is committed to the store first (``filed = 0``) and copied into its folder afterwards;
 what a crash leaves unfiled is filed at the next start. The Maildir name is derived from the row, so
-filing twice never makes two copies.
+filing twice never makes two copies, and a file a crash left behind unindexed (or indexed by the
+start-up reconciliation as a stranger's) is recognised as the row's and taken over.
 """
 
 from __future__ import annotations
@@ -22,14 +23,18 @@ async def file_pending(mailbox: Mailbox, blobs: BlobStore) -> int:
     )
     for row in rows:
         folder = await mailbox.folder(row["folder"]) or await mailbox.create_folder(row["folder"])
-        created = int(datetime.strptime(row["created_at"], "%Y-%m-%dT%H:%M:%SZ")
-                      .replace(tzinfo=UTC).timestamp())
+        created = created_stamp(row["created_at"])
         await mailbox.deliver(
             folder, blobs.get(row["blob"]), flags=row["flags"].split(),
             base=message_base(int(row["id"]), created), internaldate=created,
             message_ref=int(row["id"]),
         )
     return len(rows)
+
+
+def created_stamp(created_at: str) -> int:
+    """A message row's ``created_at`` as Unix seconds (part of its Maildir name, its INTERNALDATE)."""
+    return int(datetime.strptime(created_at, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC).timestamp())
 
 
 @dataclass(kw_only=True)

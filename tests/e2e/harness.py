@@ -44,10 +44,13 @@ class Served:
     output: list[str] = field(default_factory=list)
     _lines: queue.Queue[str | None] = field(default_factory=queue.Queue)
 
-    def start(self, *args: str, timeout: float = 30) -> Served:
+    def start(self, *args: str, timeout: float = 30, crash_after: str | None = None) -> Served:
+        """Run ``pizzamail serve ARGS`` until it is ready. With ``crash_after`` (``MODULE:FUNCTION``)
+        the process dies the first time that function returns (see :mod:`tests.e2e.crash`)."""
         self.output, self._lines = [], queue.Queue()
+        command = ["-m", "tests.e2e.crash", crash_after] if crash_after else ["-m", "pizzamail"]
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "pizzamail", "serve", *args], env=self.env, text=True,
+            [sys.executable, *command, "serve", *args], env=self.env, text=True,
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
         )
         threading.Thread(target=self._pump, args=(self.proc, self._lines), daemon=True).start()
@@ -96,9 +99,11 @@ class Served:
         assert done.returncode == 0, f"pizzamail {' '.join(args)} failed:\n{done.stdout}{done.stderr}"
         return done.stdout
 
-    def stop(self, sig: int = signal.SIGTERM) -> int:
+    def stop(self, sig: int | None = signal.SIGTERM) -> int:
+        """Send ``sig`` (None: send nothing, wait for the process to end by itself); returns its
+        exit status."""
         assert self.proc is not None
-        if self.proc.poll() is None:
+        if sig is not None and self.proc.poll() is None:
             self.proc.send_signal(sig)
         code = self.proc.wait(timeout=30)
         while (line := self._lines.get(timeout=10)) is not None:

@@ -1,11 +1,13 @@
-"""A server killed between the 250 and the reply loses nothing and replies exactly once."""
+"""A server killed at any moment loses nothing and replies exactly once."""
 
 from __future__ import annotations
 
+import os
 import signal
 import sqlite3
 import threading
 
+from tests.e2e.crash import CRASHED
 from tests.e2e.harness import Served, task_mail
 from tests.e2e.test_roundtrip import connect, fetch_all, idle_until_exists
 from tests.fakes.openai_server import FakeOpenAI, gated, text
@@ -36,3 +38,34 @@ async def test_sigkill_after_250_resumes_and_replies_once(
         outgoing = db.execute("SELECT count(*) FROM messages WHERE direction = 'out'").fetchone()
     assert runs == [("done", 2)]
     assert outgoing == (1,)
+
+
+def test_a_crash_between_the_maildir_rename_and_the_index_commit_files_the_mail_once(
+    served: Served, fake_openai: FakeOpenAI
+) -> None:
+    fake_openai.script([], then=text("Filed after all."))
+    # the first Maildir write is the task's copy in INBOX: the process dies right after its rename
+    served.start(crash_after="pizzamail.mailbox.maildir:write_atomic")
+    served.send(task_mail("Count the open issues."))
+    assert served.stop(None) == CRASHED
+
+    served.start()
+    assert "filed 1 message(s) left unfiled by the last run" in "\n".join(served.output)
+    served.wait_for("run 1 done")
+    maildir = served.home / "Maildir"
+    files = sorted(name.partition(":2,")[0]
+                   for name in os.listdir(maildir / "new") + os.listdir(maildir / "cur"))
+    with sqlite3.connect(served.home / "state.db") as db:
+        unfiled = db.execute("SELECT count(*) FROM messages WHERE filed = 0").fetchone()
+        indexed = db.execute("SELECT m.name, m.message_ref FROM mail m JOIN folders f"
+                             " ON f.id = m.folder_id WHERE f.name = 'INBOX' ORDER BY m.uid").fetchall()
+    assert unfiled == (0,)
+    assert [name for name, _ in indexed] == files and len(files) == 2  # the task and its reply
+    assert sorted(ref for _, ref in indexed) == [1, 2]
+    subjects = [m["Subject"] for _, m in fetch_all(served)]
+    assert subjects == ["Plan the team offsite", "Re: Plan the team offsite"]
+    served.stop()
+
+    served.start()  # a quiet start: nothing is left to file
+    served.stop()
+    assert not [line for line in served.output if "left unfiled" in line]
