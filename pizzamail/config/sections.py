@@ -59,7 +59,9 @@ class AgentSettings:
 @dataclass(frozen=True, kw_only=True)
 class RunnerSettings:
     concurrency: int = setting(2, "runs worked on at the same time", positive)
-    max_attempts: int = setting(3, "times a run is resumed after a crash before it fails", positive)
+    max_attempts: int = setting(
+        3, "times in a row a crash may cut a run off before it gets any further; then it fails (such a"
+           " run resumes alone: another run's crash does not count against it)", positive)
 
 
 @dataclass(frozen=True, kw_only=True)

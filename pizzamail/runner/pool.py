@@ -96,6 +96,8 @@ class Runner:
     _interrupted: list[int] = field(default_factory=list, init=False)
     _kick: asyncio.Event = field(default_factory=asyncio.Event, init=False)
     _busy: dict[int, int] = field(default_factory=dict, init=False)  # run id -> thread id
+    _alone: int | None = field(default=None, init=False)  # a run a crash cut off: nothing runs beside it
+    _claiming: asyncio.Lock = field(default_factory=asyncio.Lock, init=False)
     _outcomes: dict[int, str] = field(default_factory=dict, init=False)
     _finished: dict[int, asyncio.Event] = field(default_factory=dict, init=False)
     _action_lock: asyncio.Lock = field(default_factory=asyncio.Lock, init=False)
@@ -184,7 +186,6 @@ class Runner:
                 await self._idle()
                 continue
             self._kick.set()  # there may be more queued: let another idle worker look too
-            self._busy[run.id] = run.thread_id
             try:
                 status = await self.work(run)
             except asyncio.CancelledError:
@@ -195,6 +196,7 @@ class Runner:
                 status = "interrupted"
             finally:
                 self._busy.pop(run.id, None)
+                self._not_alone(run.id)
             self._record_outcome(run.id, status)
 
     def _record_outcome(self, run_id: int, status: str) -> None:
@@ -219,11 +221,29 @@ class Runner:
             self._cancellable.discard(task)
 
     async def _claim(self) -> Run | None:
-        try:
-            return await claim_next(self.store, exclude_threads=set(self._busy.values()))
-        except Exception:  # the database may be busy or broken: keep the worker, try again later
-            log.exception("could not look for queued runs")
-            return None
+        """The next run to work on. A run a crash cut off runs alone until it gets further, so a run
+        that crashes the process every time takes only itself down, and only its own crashes
+        count against it (:func:`claim_next`)."""
+        async with self._claiming:  # one claim at a time: workers must agree on who runs alone
+            if self._alone is not None:
+                return None
+            try:
+                run = await claim_next(self.store, exclude_threads=set(self._busy.values()),
+                                       busy=bool(self._busy))
+            except Exception:  # the database may be busy or broken: keep the worker, try again later
+                log.exception("could not look for queued runs")
+                return None
+            if run is not None:
+                self._busy[run.id] = run.thread_id
+                if run.crashes:
+                    self._alone = run.id
+            return run
+
+    def _not_alone(self, run_id: int) -> None:
+        """``run_id`` got further than the last crash, or ended: other runs may start beside it."""
+        if self._alone == run_id:
+            self._alone = None
+            self._kick.set()
 
     async def _idle(self) -> None:
         # stop() does not cancel idle workers: it sets the kick and they leave by themselves
@@ -243,7 +263,8 @@ class Runner:
 
     async def work(self, run: Run) -> str:
         """Drive one claimed run to its mail; returns the run's final status."""
-        log.info("run %d started (thread %d, attempt %d)", run.id, run.thread_id, run.attempts)
+        log.info("run %d started (thread %d, attempt %d%s)", run.id, run.thread_id, run.attempts,
+                 f", alone after {run.crashes} crash(es)" if run.crashes else "")
         ctx = await load_context(self.store, run)
         sources = await thread_sources(self.store, run.thread_id)
         scope = RunScope(run_id=run.id, thread_id=run.thread_id, mail=ctx.mail(run),
@@ -252,10 +273,12 @@ class Runner:
                                          sources=sources),
                          outside=on_outside_content(sources))
         try:
-            if run.attempts > self.config.runner.max_attempts:
+            if run.crashes > self.config.runner.max_attempts:
                 raise RunError(
-                    f"gave up after {run.attempts - 1} attempts that were interrupted",
-                    hint="see the server log; the limit is `[runner] max_attempts` in config.toml",
+                    f"gave up: pizzamail crashed {run.crashes} times in a row while working on this task"
+                    " alone, each time before it got any further",
+                    hint="the task itself may cause the crash: see the server log; the limit is"
+                         " `[runner] max_attempts` in config.toml",
                 )
             toolbox = self.tools.bind(scope)
             transcript = await self._transcript(run, ctx, toolbox)
@@ -349,6 +372,7 @@ class Runner:
                     server=step.source, original=step.tool, arguments=step.arguments, reason=step.reason,
                     idempotent=_idempotent(toolbox, step.name),
                 ))
+        self._not_alone(run.id)
 
     def _draft(self, action: HeldAction) -> tuple[NewMessage, ...]:
         """A held ``draft_email`` is also a real draft in ``Drafts`` (filed once per action)."""

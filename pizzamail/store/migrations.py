@@ -306,6 +306,15 @@ MIGRATIONS: list[tuple[str, str]] = [
         ALTER TABLE runs ADD COLUMN source TEXT
         """,
     ),
+    (
+        # Crashes of the process in a row that cut a run off before it checkpointed anything new.
+        # A crash is not a failed attempt of the runs it interrupts; only a run that keeps taking
+        # the process down, alone and without getting further, runs out of these.
+        "013_run_crashes",
+        """
+        ALTER TABLE runs ADD COLUMN crashes INTEGER NOT NULL DEFAULT 0
+        """,
+    ),
 ]
 
 

@@ -18,6 +18,7 @@ class Run:
     message_id: int | None
     status: str
     attempts: int
+    """times a worker started on it (a clean stop gives its start back); see ``crashes`` for the limit"""
     model: str | None
     error: str | None
     created_at: str
@@ -32,6 +33,8 @@ class Run:
     source: str | None = None
     """the trigger that posted its task (``hook:NAME`` …, see :mod:`pizzamail.triggers.policy`); None
     for mail through SMTP intake and ``pizzamail task``"""
+    crashes: int = 0
+    """crashes of the process in a row that cut this run off before it checkpointed a new step"""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -56,17 +59,21 @@ async def create_run(
     return cursor.lastrowid
 
 
-async def claim_next(store: Store, *, exclude_threads: set[int]) -> Run | None:
+async def claim_next(store: Store, *, exclude_threads: set[int], busy: bool = False) -> Run | None:
     """Mark the oldest queued run as running and return it.
 
     Runs of one thread are done in order, one at a time: a thread already being worked on
     (``exclude_threads``) is skipped, and so is a run whose thread has an older unfinished run.
+    A run a crash cut off (``crashes``) resumes alone, so that if it takes the process down again
+    the blame is its own: such runs come first, but only when the caller is not ``busy`` with
+    other runs (and the caller starts no other run beside it).
     """
+    crashed = "AND crashes = 0" if busy else ""
     async with store.write() as db:
         async with db.execute(
-            "SELECT * FROM runs r WHERE status = 'queued' AND NOT EXISTS (SELECT 1 FROM runs o"
-            " WHERE o.thread_id = r.thread_id AND o.id < r.id AND o.status IN"
-            " ('queued', 'running')) ORDER BY id"
+            f"SELECT * FROM runs r WHERE status = 'queued' {crashed} AND NOT EXISTS (SELECT 1 FROM"
+            " runs o WHERE o.thread_id = r.thread_id AND o.id < r.id AND o.status IN"
+            " ('queued', 'running')) ORDER BY crashes = 0, id"
         ) as cursor:
             rows = await cursor.fetchall()
         row = next((r for r in rows if r["thread_id"] not in exclude_threads), None)
@@ -97,11 +104,18 @@ async def get_run(store: Store, run_id: int) -> Run:
 
 
 async def requeue_interrupted(store: Store) -> list[int]:
-    """Runs left ``running`` by a crash go back to the queue; they resume from their steps."""
+    """Runs left ``running`` by a crash go back to the queue; they resume from their steps.
+
+    The crash is not counted as a failed attempt but in ``crashes``, which the run's next
+    checkpoint clears: only a run that crashes the process again and again before getting any
+    further runs out of them.
+    """
     async with store.write() as db:
         async with db.execute("SELECT id FROM runs WHERE status = 'running'") as cursor:
             ids = [int(r[0]) for r in await cursor.fetchall()]
-        await db.execute("UPDATE runs SET status = 'queued' WHERE status = 'running'")
+        await db.execute(
+            "UPDATE runs SET status = 'queued', crashes = crashes + 1 WHERE status = 'running'"
+        )
     return ids
 
 
@@ -112,6 +126,8 @@ async def add_step(
         "INSERT INTO steps(run_id, seq, kind, data, created_at) VALUES (?, ?, ?, ?, ?)",
         (run_id, seq, kind, json.dumps(data), now()),
     )
+    # the run got further than where any crash cut it off: those crashes were not its doing
+    await db.execute("UPDATE runs SET crashes = 0 WHERE id = ? AND crashes > 0", (run_id,))
 
 
 async def steps_of(store: Store, run_id: int) -> list[Step]:
@@ -126,8 +142,8 @@ async def finish_run(
     model: str | None = None,
 ) -> None:
     await db.execute(
-        "UPDATE runs SET status = ?, error = ?, model = coalesce(?, model), finished_at = ?"
-        " WHERE id = ?", (status, error, model, now(), run.id),
+        "UPDATE runs SET status = ?, error = ?, model = coalesce(?, model), finished_at = ?,"
+        " crashes = 0 WHERE id = ?", (status, error, model, now(), run.id),
     )
     thread_status = "done" if status == "done" else "failed"
     await db.execute(

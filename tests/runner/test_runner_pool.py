@@ -14,7 +14,7 @@ from pizzamail.config import RunnerSettings
 from pizzamail.mailbox.filing import Filer
 from pizzamail.providers import Response, ToolCall
 from pizzamail.runner import pool
-from pizzamail.store.runs import add_step, claim_next, steps_of
+from pizzamail.store.runs import add_step, claim_next, requeue_interrupted, steps_of
 from pizzamail.store.threads import thread_messages
 from tests.fakes.openai_server import FakeOpenAI, gated, text
 from tests.runner.conftest import TIMEOUT, Harness, bot_mails, plain
@@ -77,15 +77,71 @@ async def test_a_tool_call_without_a_recorded_result_is_answered_on_resume(
     assert [s.kind for s in await steps_of(harness.store, run_id)] == ["model", "tool", "model"]
 
 
-async def test_a_run_interrupted_too_often_fails(harness: Harness, fake_openai: FakeOpenAI) -> None:
-    run_id = await crashed_run(harness, [])
+async def crashed_again(harness: Harness, run_id: int, steps: list[tuple[str, dict[str, Any]]]) -> None:
+    """The next start resumes ``run_id`` (alone: a crash cut it off), which checkpoints ``steps``
+    before the process crashes again."""
+    await requeue_interrupted(harness.store)
+    run = await claim_next(harness.store, exclude_threads=set())
+    assert run is not None and run.id == run_id
+    done = len(await steps_of(harness.store, run_id))
     async with harness.store.write() as db:
-        await db.execute("UPDATE runs SET attempts = 3 WHERE id = ?", (run_id,))
+        for seq, (kind, data) in enumerate(steps, start=done):
+            await add_step(db, run_id, seq, kind, data)
+
+
+def lookup(call_id: str) -> list[tuple[str, dict[str, Any]]]:
+    """A model step asking for one lookup, and the lookup's result."""
+    call = ToolCall(id=call_id, name="lookup", arguments={"q": "x"}, raw_arguments='{"q":"x"}')
+    asked = Response(tool_calls=[call], model="gpt-4.1-mini", finish_reason="tool_calls")
+    return [("model", asked.to_data()),
+            ("tool", {"call_id": call_id, "name": "lookup", "text": "x is 42", "is_error": False})]
+
+
+async def test_crashes_do_not_use_up_a_run_that_gets_further_each_time(
+    harness: Harness, fake_openai: FakeOpenAI
+) -> None:
+    one, two = lookup("call_1"), lookup("call_2")
+    run_id = await crashed_run(harness, one[:1])
+    for steps in (one[1:], two[:1], two[1:], []):  # four more crashes, the last before any progress
+        await crashed_again(harness, run_id, steps)
+    fake_openai.script([text("x is 42, twice.")])
+    async with harness.running() as runner:
+        assert await harness.finish(runner, run_id) == "done"
+    assert "x is 42, twice." in plain((await bot_mails(harness.mailbox))[0][1])
+
+
+async def test_a_run_that_keeps_crashing_the_process_alone_gives_up(
+    harness: Harness, fake_openai: FakeOpenAI
+) -> None:
+    run_id = await crashed_run(harness, [])
+    for _ in range(harness.config.runner.max_attempts):  # each resume crashed before getting further
+        await crashed_again(harness, run_id, [])
     async with harness.running() as runner:
         assert await harness.finish(runner, run_id) == "failed"
     assert fake_openai.requests == []
     body = plain((await bot_mails(harness.mailbox))[0][1])
-    assert "Gave up after 3 attempts that were interrupted" in body and "max_attempts" in body
+    assert "crashed 4 times in a row while working on this task alone" in body and "max_attempts" in body
+
+
+async def test_runs_a_crash_cut_off_resume_alone_until_they_get_further(
+    harness: Harness, fake_openai: FakeOpenAI
+) -> None:
+    tasks = {name: await harness.task(name, subject=name) for name in ("first", "second", "third")}
+    for name in ("first", "second"):  # the crash cut off both
+        assert await claim_next(harness.store, exclude_threads=set(), busy=name == "second")
+    await requeue_interrupted(harness.store)
+    gates = [threading.Event() for _ in tasks]
+    fake_openai.script([gated(text("answered"), gate) for gate in gates])
+    async with harness.running() as runner:  # two workers, three queued runs
+        for n, gate in enumerate(gates, start=1):
+            request = (await asyncio.to_thread(fake_openai.wait_requests, n, TIMEOUT))[n - 1]
+            asking = request.messages[-1]["content"]
+            rows = await harness.store.fetchall("SELECT id FROM runs WHERE status = 'running'")
+            if asking != "third":  # until its answer is checkpointed, nothing runs beside it
+                assert [r["id"] for r in rows] == [tasks[asking]]
+            gate.set()
+        assert [await harness.finish(runner, r) for r in tasks.values()] == ["done"] * 3
+    assert fake_openai.requests[0].messages[-1]["content"] == "first"  # the oldest first
 
 
 async def test_workers_run_in_parallel_up_to_the_concurrency(
