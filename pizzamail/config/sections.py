@@ -60,8 +60,8 @@ class AgentSettings:
 class RunnerSettings:
     concurrency: int = setting(2, "runs worked on at the same time", positive)
     max_attempts: int = setting(
-        3, "times in a row a crash may cut a run off before it gets any further; then it fails (such a"
-           " run resumes alone: another run's crash does not count against it)", positive)
+        10, "times in a row a crash may cut a run off before it gets any further; then it fails (such a"
+            " run resumes alone: another run's crash does not count against it)", positive)
 
 
 @dataclass(frozen=True, kw_only=True)

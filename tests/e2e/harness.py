@@ -69,18 +69,19 @@ class Served:
             lines.put(line.rstrip("\n"))
         lines.put(None)
 
-    def wait_for(self, needle: str, timeout: float = 30) -> str:
-        """Block until the server prints a line containing ``needle``."""
+    def wait_for(self, needle: str | re.Pattern[str], timeout: float = 30) -> str:
+        """Block until the server prints a line containing ``needle`` (or a match of it)."""
+        def found(line: str) -> bool:
+            return needle in line if isinstance(needle, str) else needle.search(line) is not None
+
         for line in self.output:
-            if needle in line:
+            if found(line):
                 return line
-        while True:
-            line = self._lines.get(timeout=timeout)
-            if line is None:
-                raise AssertionError(f"serve exited before {needle!r}:\n" + "\n".join(self.output))
-            self.output.append(line)
-            if needle in line:
-                return line
+        while (printed := self._lines.get(timeout=timeout)) is not None:
+            self.output.append(printed)
+            if found(printed):
+                return printed
+        raise AssertionError(f"serve exited before {needle!r}:\n" + "\n".join(self.output))
 
     @property
     def password(self) -> str:

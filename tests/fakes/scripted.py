@@ -12,6 +12,7 @@ import json
 import re
 import threading
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, ClassVar, Self
@@ -49,6 +50,10 @@ class Recorded:
         return list(self.body.get("tools") or [])
 
 
+#: makes the answer to one request
+Answerer = Callable[[Recorded], Scripted]
+
+
 class ScriptedServer:
     """Start with ``with Fake() as fake:``; subclasses set the class attributes below. Every
     request is recorded in ``requests``, GETs included."""
@@ -65,7 +70,8 @@ class ScriptedServer:
     def __init__(self) -> None:
         self._lock = threading.Condition()
         self._script: deque[Scripted] = deque()
-        self._then = self.error(599, f"{self.name}: the test's script has no more answers")
+        self._then: Scripted | Answerer = self.error(
+            599, f"{self.name}: the test's script has no more answers")
         self._stopping = threading.Event()
         self.requests: list[Recorded] = []
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
@@ -81,8 +87,9 @@ class ScriptedServer:
         host, port = self._server.server_address[:2]
         return f"http://{host!s}:{port}{self.url_suffix}"
 
-    def script(self, items: list[Scripted], *, then: Scripted | None = None) -> None:
-        """Queue answers in order; ``then`` answers every request after them (default: HTTP 599)."""
+    def script(self, items: list[Scripted], *, then: Scripted | Answerer | None = None) -> None:
+        """Queue answers in order; ``then`` answers every request after them (default: HTTP 599),
+        or makes each answer from its request (for tests whose requests come in no fixed order)."""
         with self._lock:
             self._script.extend(items)
             if then is not None:
@@ -104,7 +111,10 @@ class ScriptedServer:
         with self._lock:
             self.requests.append(request)
             self._lock.notify_all()
-            return self._script.popleft() if self._script else self._then
+            if self._script:
+                return self._script.popleft()
+            then = self._then
+        return then(request) if callable(then) else then
 
     def start(self) -> Self:
         self._thread.start()

@@ -100,6 +100,7 @@ def lookup(call_id: str) -> list[tuple[str, dict[str, Any]]]:
 async def test_crashes_do_not_use_up_a_run_that_gets_further_each_time(
     harness: Harness, fake_openai: FakeOpenAI
 ) -> None:
+    harness = harness.with_config(runner=RunnerSettings(max_attempts=3))
     one, two = lookup("call_1"), lookup("call_2")
     run_id = await crashed_run(harness, one[:1])
     for steps in (one[1:], two[:1], two[1:], []):  # four more crashes, the last before any progress
@@ -113,8 +114,9 @@ async def test_crashes_do_not_use_up_a_run_that_gets_further_each_time(
 async def test_a_run_that_keeps_crashing_the_process_alone_gives_up(
     harness: Harness, fake_openai: FakeOpenAI
 ) -> None:
+    harness = harness.with_config(runner=RunnerSettings(max_attempts=3))
     run_id = await crashed_run(harness, [])
-    for _ in range(harness.config.runner.max_attempts):  # each resume crashed before getting further
+    for _ in range(3):  # each resume crashed before getting further
         await crashed_again(harness, run_id, [])
     async with harness.running() as runner:
         assert await harness.finish(runner, run_id) == "failed"
