@@ -99,24 +99,23 @@ def test_tasks_survive_a_kill_loop_with_exactly_one_reply_each(
     rng = random.Random(seed)
     fake_openai.script([], then=answer)
     mails = [task_mail(f"Look up task-{n:03d}.", subject=f"task-{n:03d}") for n in range(TASKS)]
-    fresh = list(mails)
     served.start()
     client = Client(served)
     for kill in range(KILLS):
-        new, fresh = fresh[:TASKS // KILLS], fresh[TASKS // KILLS:]
-        retried = [m for m in mails if m not in fresh and m not in new
-                   and str(m["Message-ID"]) not in client.acked]
-        submitting = threading.Thread(target=client.submit, args=(retried + new,))
-        submitting.start()
+        sent = kill * (TASKS // KILLS)
+        new = mails[sent:sent + TASKS // KILLS]
+        retried = [m for m in mails[:sent] if str(m["Message-ID"]) not in client.acked]
         # The kill comes after a random number of submissions or model calls (the new tasks alone
         # make LOOKUPS + 1 each), then a pause of random length: the moment is the test's input,
         # not a synchronisation.
+        acked, calls = len(client.acked), len(fake_openai.requests)
+        submitting = threading.Thread(target=client.submit, args=(retried + new,))
+        submitting.start()
         if rng.random() < 0.25:
-            client.wait_acked(len(client.acked) + rng.randrange(len(new)))
+            client.wait_acked(acked + rng.randrange(len(new)))
             time.sleep(rng.uniform(0, 0.02))
         else:
-            calls = len(fake_openai.requests) + rng.randint(1, (LOOKUPS + 1) * len(new))
-            fake_openai.wait_requests(calls, timeout=60)
+            fake_openai.wait_requests(calls + rng.randint(1, (LOOKUPS + 1) * len(new)), timeout=60)
             time.sleep(rng.uniform(0, 2 * LATENCY))
         assert served.stop(signal.SIGKILL) == -signal.SIGKILL
         submitting.join()
