@@ -34,6 +34,7 @@ _MOVES: dict[str, tuple[str, str]] = {
     "deny": ("held", "denied"), "feedback": ("held", "feedback"),
     "retry": ("unknown", "approved"), "skip": ("unknown", "skipped"), "ignore": ("held", "ignored"),
     "send": ("held", "approved"), "expire": ("held", "expired"),
+    "unclear": ("held", "held"),  # never moves anything: it is answered with why
 }
 #: decisions that set what runs: the arguments (and for a draft, the mail) approved now
 _APPROVALS = frozenset({"approve", "approve_always", "edit", "send"})
@@ -81,7 +82,7 @@ async def apply_decision(db: aiosqlite.Connection, action: HeldAction, decision:
     """Record the decision and move the action if it is still where the decision applies."""
     move = _MOVES[decision.kind]
     why = ""
-    if decision.kind == "edit" and decision.arguments is None:
+    if decision.kind == "unclear" or (decision.kind == "edit" and decision.arguments is None):
         why = decision.error
     elif action.status != move[0]:
         why = f"this action is {STATE_TEXT.get(action.status, action.status)}"
@@ -171,7 +172,7 @@ async def decision_headers(store: Store, run_id: int) -> list[str]:
 
 _PAST = {"approve": "approved", "approve_always": "approved-always", "edit": "approved-with-edits",
          "deny": "denied", "feedback": "feedback", "retry": "retried", "skip": "skipped",
-         "ignore": "ignored", "send": "approved-edited", "expire": "expired"}
+         "ignore": "ignored", "send": "approved-edited", "expire": "expired", "unclear": "unclear"}
 
 
 # -- standing rules ----------------------------------------------------------------------------

@@ -185,3 +185,31 @@ async def test_a_decision_from_a_non_approver_is_refused(
     assert refused.value.smtp_code == 550 and b"not an approver" in refused.value.smtp_error
     [action] = await held_actions(approvals.harness.store)
     assert action.status == "held"
+
+
+@pytest.mark.parametrize("words", ["yes, but change the recipient first", "approve? what does this do",
+                                   "Okay... actually no."])
+async def test_a_reply_that_only_starts_like_an_approval_runs_nothing(
+    approvals: Approvals, fake_openai: FakeOpenAI, words: str
+) -> None:
+    run_id, request = await _held(approvals, fake_openai, text("I'll ask again."))
+    await approvals.submit(reply(request, words))
+    assert await approvals.finish(run_id) == "done"
+    assert approvals.tool.calls == []
+    told = fake_openai.requests[-1].messages[-1]["content"]
+    assert "not a plain approval" in told and words in told
+    [action] = await held_actions(approvals.harness.store)
+    assert action.status == "feedback"
+
+
+async def test_a_reply_with_nothing_to_read_keeps_the_action_waiting_and_says_so(
+    approvals: Approvals, fake_openai: FakeOpenAI
+) -> None:
+    _, request = await _held(approvals, fake_openai)
+    await approvals.submit(reply(request, "> approve\n> yes\n"))
+    await approvals.filed()
+    [action] = await held_actions(approvals.harness.store)
+    assert action.status == "held" and approvals.tool.calls == []
+    mails = [plain(m) for _, m in await bot_mails(approvals.harness.mailbox)]
+    notice = [body for body in mails if "Nothing changed" in body]
+    assert notice and "no words of your own" in notice[0] and "`approve` on its own" in notice[0]
