@@ -13,6 +13,7 @@ import pytest
 
 from pizzamail.approvals.decide import decide
 from pizzamail.approvals.ledger import apply_decision, pending, rules, transition
+from pizzamail.approvals.request import request_tag
 from pizzamail.store.actions import canonical_json, held_actions
 from tests.approvals.conftest import OWNER, Approvals, reply
 from tests.fakes.openai_server import FakeOpenAI, error, text, tool_call
@@ -251,3 +252,39 @@ async def test_a_run_that_fails_after_its_approved_call_still_records_the_decisi
     final = (await bot_mails(approvals.harness.mailbox))[-1][1]
     assert final["X-Pizzamail-Kind"] == "error"
     assert _decision(final)["sha256"] == _sha256({"name": "a"})
+
+
+def _base_subject(subject: str) -> str:
+    """RFC 5256 base subject (what subject-threading clients compare): without reply/forward
+    prefixes and leading [blobs], repeated."""
+    prefix = re.compile(r"^\s*((re|fwd?)\s*(\[[^\]]*\])?\s*:|\[[^\]]*\](?=\s*\S))\s*", re.IGNORECASE)
+    while (found := prefix.match(subject)) is not None:
+        subject = subject[found.end():]
+    return subject.strip().lower()
+
+
+async def test_the_request_subject_says_what_will_run_and_keeps_the_thread(
+    approvals: Approvals, fake_openai: FakeOpenAI
+) -> None:
+    run_id, request = await _held(approvals, fake_openai, text("Deleted note a."))
+    assert request["Subject"] == '[Approve? delete_note "a"] Re: Summarise issues'
+    task = (await approvals.harness.store.fetchone("SELECT message_id, subject FROM messages"
+                                                   " WHERE kind = 'task'"))
+    assert _base_subject(str(request["Subject"])) == _base_subject(task["subject"]) == "summarise issues"
+    assert f"<{task['message_id']}>" in str(request["References"])
+    # a client's reply to it ("Re: [Approve? …] Re: …") still decides, and the answer is back on
+    # the thread's own subject
+    await approvals.submit(reply(request, "approve"))
+    assert await approvals.finish(run_id) == "done"
+    final = (await bot_mails(approvals.harness.mailbox))[-1][1]
+    assert final["Subject"] == "Re: Summarise issues"
+
+
+def test_the_subject_names_the_main_target_shortly() -> None:
+    spec = {"type": "object", "properties": {"body": {"type": "string"}, "to": {"type": "string"}},
+            "required": ["to", "body"]}
+    assert request_tag("draft_email", {"body": "Hi", "to": "alice@example.org"}, spec) == (
+        'Approve? draft_email "alice@example.org"')
+    assert request_tag("x: y", {"n": 3, "path": "a]b [c]\n" + "z" * 80}, None, retry=True) == (
+        'Retry? x: y "a)b (c) ' + "z" * 31 + '…"')
+    assert request_tag("ping", {}, None) == "Approve? ping"
