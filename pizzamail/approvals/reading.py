@@ -82,12 +82,21 @@ def own_words(text: str) -> str:
             kept.append(line)
     parsed = EmailReplyParser(languages=list(LANGUAGES)).read("\n".join(kept))
     for reply in parsed.replies:
+        if _quotes_below(str(reply.headers or "")):
+            return ""  # nothing of the user's own above the quoted mail
         # full_body: without the attribution, but with what the library would call a signature
         # ("Thanks, but change the recipient first" starts like one)
         body = str(reply.full_body).strip()
         if body:
             return body
     return ""
+
+
+def _quotes_below(header: str) -> bool:
+    """Whether the text below ``header`` is the quoted mail itself: Outlook's "From:/Sent:" block or
+    its "Original Message" line quote without ``>``. (Below an "On … wrote:" line, the ``>`` lines
+    are gone already and what is left is the user's, written under the quote.)"""
+    return "\n" in header.strip() or "original message" in header.lower()
 
 
 class _HtmlReader(HTMLParser):

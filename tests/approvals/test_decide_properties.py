@@ -88,6 +88,11 @@ def test_quoted_lines_decide_nothing(own: str, quoted: str) -> None:
     attributed = f"{own}\n\nOn Mon, 30 Nov 2026 at 10:00, Pizza Bot <bot@x.localhost> wrote:\n{quote}\n"
     assert read_decision(_mail(attributed)) == alone
     assert read_decision(_mail(f"On Mon, 30 Nov 2026, Pizza Bot wrote:\n{quote}\n\n{own}")) == alone
+    # Outlook quotes without ">": everything below its header block is the quoted mail
+    outlook = ("________________________________\nFrom: Pizza Bot <bot@x.localhost>\n"
+               "Sent: Monday, November 30, 2026 10:00\nTo: Anna\nSubject: x\n\n")
+    assert read_decision(_mail(f"{own}\n\n{outlook}{quoted}\n")) == alone
+    assert read_decision(_mail(f"{own}\n\n-----Original Message-----\nFrom: Bot\nSent: Monday\n\n{quoted}")) == alone
 
 
 @given(OWN, TEXT, st.integers(min_value=1, max_value=4))

@@ -106,6 +106,8 @@ ROWS: list[tuple[str, str, str, Any]] = [
     ("> approve\n> yes", "plain", "unclear", None),
     (QUOTE.strip(), "plain", "unclear", None),
     ("Let me think about it." + QUOTE, "plain", "feedback", "Let me think about it."),
+    (OUTLOOK.strip() + "\napprove", "plain", "unclear", None),
+    ("-----Original Message-----\nFrom: Pizza Bot\nSent: Monday\n\napprove", "plain", "unclear", None),
     ("<div><br></div>" + TB_QUOTE, "html", "unclear", None),
     ("<div></div><blockquote>a<blockquote>b</blockquote>approve</blockquote>", "html", "unclear", None),
     # edits
