@@ -92,7 +92,8 @@ def test_quoted_lines_decide_nothing(own: str, quoted: str) -> None:
     outlook = ("________________________________\nFrom: Pizza Bot <bot@x.localhost>\n"
                "Sent: Monday, November 30, 2026 10:00\nTo: Anna\nSubject: x\n\n")
     assert read_decision(_mail(f"{own}\n\n{outlook}{quoted}\n")) == alone
-    assert read_decision(_mail(f"{own}\n\n-----Original Message-----\nFrom: Bot\nSent: Monday\n\n{quoted}")) == alone
+    original = "-----Original Message-----\nFrom: Bot\nSent: Monday\n\n"
+    assert read_decision(_mail(f"{own}\n\n{original}{quoted}")) == alone
 
 
 @given(OWN, TEXT, st.integers(min_value=1, max_value=4))
