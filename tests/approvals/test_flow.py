@@ -288,3 +288,16 @@ def test_the_subject_names_the_main_target_shortly() -> None:
     assert request_tag("x: y", {"n": 3, "path": "a]b [c]\n" + "z" * 80}, None, retry=True) == (
         'Retry? x: y "a)b (c) ' + "z" * 31 + '…"')
     assert request_tag("ping", {}, None) == "Approve? ping"
+
+
+async def test_edited_arguments_in_an_html_only_reply_run_as_an_edit(
+    approvals: Approvals, fake_openai: FakeOpenAI
+) -> None:
+    run_id, request = await _held(approvals, fake_openai, text("Deleted b."))
+    answer = reply(request, "")
+    # Thunderbird's HTML composer: the block without fences, indented with no-break spaces
+    answer.set_content('<div>{<br>&nbsp; "name": "b"<br>}</div><div class="moz-cite-prefix">On Mon,'
+                       ' Pizza Bot wrote:</div><blockquote type="cite">approve</blockquote>', subtype="html")
+    await approvals.submit(answer)
+    assert await approvals.finish(run_id) == "done"
+    assert approvals.tool.calls == [{"name": "b"}]
