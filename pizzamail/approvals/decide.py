@@ -71,7 +71,8 @@ class Decision:
     arguments: dict[str, Any] | None = None
     """edited arguments (``edit`` only)"""
     error: str = ""
-    """why an edited block could not be read (``edit`` with ``arguments`` None)"""
+    """why an edited block could not be read (``edit`` with ``arguments`` None), or why a reply
+    decided nothing (``unclear``)"""
     outgoing: str | None = None
     """``send``: the blob of the draft the user sent, as it is to be relayed"""
     recipients: tuple[str, ...] = ()

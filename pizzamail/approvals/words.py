@@ -50,6 +50,9 @@ COURTESY = frozenset({
     "🙂", "😊", "🙏", "😀", "😃",
 })
 RETRY, SKIP = frozenset({"retry", "again"}), frozenset({"skip"})
+#: words that turn a reply around; never taken for the sender's name even if it has them
+_NEVER_A_NAME = frozenset({"not", "never", "don't", "dont", "cancel", "stop", "but", "if", "unless",
+                           "later", "nicht", "kein", "aber", "pas", "mais", "nunca", "pero"})
 #: extra words that may stand around an edited arguments block ("use these instead:")
 EDIT = frozenset({"use", "this", "these", "here", "with", "edited", "edit", "edits", "changes", "changed",
                   "arguments", "args", "instead", "run", "send", "below", "the", "my", "like", "as",
@@ -138,4 +141,4 @@ def _is_device_line(line: str) -> bool:
 def _name_words(names: Iterable[str]) -> frozenset[str]:
     """The words of the sender's display name, except any that could change a decision."""
     found = {w.lower() for name in names for w in re.findall(r"[^\W\d_]+", name)}
-    return frozenset(found - DENY - ALWAYS - CHANGE_OF_MIND - APPROVE - RETRY - SKIP)
+    return frozenset(found - DENY - ALWAYS - CHANGE_OF_MIND - APPROVE - RETRY - SKIP - _NEVER_A_NAME)

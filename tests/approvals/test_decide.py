@@ -79,3 +79,10 @@ def test_quoted_words_never_decide() -> None:
 def test_unflow_keeps_hard_breaks_and_the_signature_separator() -> None:
     assert unflow("a \nb\n-- \nsig") == "a b\n-- \nsig"
     assert unflow(" From me") == "From me"
+
+
+def test_the_senders_name_is_set_aside_but_never_a_word_that_turns_the_reply_around() -> None:
+    assert decide("approve\n\nAnna", names=["Anna Meyer"]).kind == "approve"
+    assert decide("approve\n\nAnna", names=[]).kind == "feedback"
+    assert decide("approve never", names=["Never Land"]).kind == "feedback"
+    assert decide("approve, wait", names=["Wait Smith"]).kind == "feedback"
