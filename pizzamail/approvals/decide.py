@@ -4,36 +4,53 @@ Routing: a reply names its action by any one of the plus-address nonce (``bot+<n
 request's Reply-To), the ``X-Pizzamail-Approval`` header (``<id>; nonce=<nonce>``) or In-Reply-To /
 References naming the request's Message-ID. The nonce is the proof; the id alone never is.
 
-The decision is read only from the first words the user wrote themselves: quoted lines (``>``) and
-the quoted mail below an attribution line ("On … wrote:"), signatures and Outlook-style headers are
-removed by ``mail-parser-reply`` first; format=flowed is unwrapped and an HTML-only reply is turned
-into text before that.
+The decision is read only from the words the user wrote themselves (:mod:`reading`), by the rule in
+:mod:`words`: an approval is nothing but approval words and courtesies. A question, a condition or a
+change of mind is feedback for the agent (which then asks back); a reply that says nothing readable
+(empty, only quoted text, "yes no") is ``unclear``: nothing changes and the user is told why. An
+edited arguments block is an approval with edits only when nothing but consent stands around it.
 """
 
 from __future__ import annotations
 
 import email.policy
-import html
 import json
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
-from email.message import EmailMessage, MIMEPart
+from email.message import EmailMessage
 from email.parser import BytesParser
 from typing import Any, Literal
 
-from mailparser_reply import EmailReplyParser
+from pizzamail.approvals.reading import reply_text
+from pizzamail.approvals.words import (
+    ALWAYS,
+    APPROVE,
+    CHANGE_OF_MIND,
+    DENY,
+    EDIT,
+    NOT_A_DENIAL,
+    QUESTION,
+    RETRY,
+    SKIP,
+    STRONG_APPROVE,
+    Words,
+    without_device_lines,
+)
 
 Kind = Literal["approve", "approve_always", "deny", "edit", "feedback", "retry", "skip", "ignore",
-               "send", "expire"]
+               "send", "expire", "unclear"]
+
+NOTHING_SAID = ("your reply has no words of your own to read as a decision (quoted text never counts,"
+                " nor does a courtesy alone)")
+MIXED = ("your reply has only words of a decision, but they do not say one thing (a question mark or"
+         " a trailing \"…\" counts as a doubt)")
 
 _APPROVAL_HEADER = re.compile(r"^\s*(\d+)\s*;\s*nonce=([A-Za-z0-9_-]+)\s*$")
 _FENCE = re.compile(r"```[a-zA-Z]*\n(.*?)\n?```", re.DOTALL)
-_BLOCK_TAGS = re.compile(r"<\s*(br|/p|/div|/li|/tr|/h\d|/pre|/blockquote)\b[^>]*>", re.IGNORECASE)
-_QUOTE_BLOCK = re.compile(r"<blockquote\b.*?</blockquote>", re.IGNORECASE | re.DOTALL)
-_TAGS = re.compile(r"<[^>]*>")
-_WORD = re.compile(r"[a-z]+")
-_APPROVE = frozenset({"approve", "approved", "yes", "ok", "okay", "y", "lgtm"})
-_DENY = frozenset({"deny", "denied", "no", "n", "reject"})
+_LOOSE_BLOCK = re.compile(r"^[ \t]*(\{)", re.MULTILINE)
+_DECODER = json.JSONDecoder()
+DECISION_WORDS = APPROVE | ALWAYS | DENY | RETRY | SKIP
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -54,7 +71,8 @@ class Decision:
     arguments: dict[str, Any] | None = None
     """edited arguments (``edit`` only)"""
     error: str = ""
-    """why an edited block could not be read (``edit`` with ``arguments`` None)"""
+    """why an edited block could not be read (``edit`` with ``arguments`` None), or why a reply
+    decided nothing (``unclear``)"""
     outgoing: str | None = None
     """``send``: the blob of the draft the user sent, as it is to be relayed"""
     recipients: tuple[str, ...] = ()
@@ -94,113 +112,89 @@ def parse_message(raw: bytes) -> EmailMessage:
     return msg
 
 
-def reply_text(msg: EmailMessage) -> str:
-    """The text the user wrote: plain (format=flowed unwrapped) or HTML-only, quotes removed."""
-    part = _body_part(msg)
-    if part is None:
-        return ""
-    text = _content(part)
-    if part.get_content_subtype() == "html":
-        text = html_text(text)
-    elif str(part.get_param("format", "", header="content-type")).lower() == "flowed":
-        text = unflow(text, delsp=str(part.get_param("delsp", "", header="content-type")).lower() == "yes")
-    return own_words(text)
+def read_decision(msg: EmailMessage) -> Decision:
+    """The decision a reply mail makes: its own words (:mod:`reading`), its sender's name set aside."""
+    return decide(reply_text(msg), names=sender_names(msg))
 
 
-def unflow(text: str, *, delsp: bool = False) -> str:
-    """RFC 3676: join soft-broken lines (ending in a space), undo space-stuffing; the signature
-    separator ``-- `` stays a hard line. Quote depth is kept as a ``> `` prefix."""
-    out: list[str] = []
-    paragraph: list[str] = []
-    for line in text.replace("\r\n", "\n").split("\n"):
-        depth = len(line) - len(line.lstrip(">"))
-        body = line[depth:]
-        body = body[1:] if body.startswith(" ") else body
-        soft = body.endswith(" ") and body != "-- "
-        paragraph.append(body[:-1] if soft and delsp else body)
-        if not soft:
-            out.append("> " * depth + "".join(paragraph))
-            paragraph = []
-    if paragraph:
-        out.append("".join(paragraph))
-    return "\n".join(out)
+def sender_names(msg: EmailMessage) -> tuple[str, ...]:
+    try:
+        return tuple(a.display_name for a in getattr(msg["From"], "addresses", ()) if a.display_name)
+    except (TypeError, ValueError, IndexError):  # a From the parser could not read
+        return ()
 
 
-def html_text(markup: str) -> str:
-    """An HTML reply as text; quoted ``<blockquote>`` parts (how clients quote in HTML) are dropped."""
-    markup = _QUOTE_BLOCK.sub("\n", markup)
-    markup = re.sub(r"<(style|script|head)\b.*?</\1>", "", markup, flags=re.IGNORECASE | re.DOTALL)
-    text = html.unescape(_TAGS.sub("", _BLOCK_TAGS.sub("\n", markup)))
-    return "\n".join(line.strip() for line in text.split("\n"))
+def decide(text: str, *, names: Iterable[str] = ()) -> Decision:
+    """The decision a reply's own words make (the rule: :mod:`words`)."""
+    text = without_device_lines(text.strip())
+    block, rest = arguments_block(text)
+    words = Words.of(rest, names)
+    if block is not None:
+        return _edited(block, words, text)
+    if not words.meaningful and not words.questioning:
+        return _unclear(NOTHING_SAID)
+    if words.only(APPROVE, ALWAYS) and words.has(APPROVE):
+        return Decision(kind="approve_always" if words.has(ALWAYS) else "approve")
+    for kind, vocabulary in (("retry", RETRY), ("skip", SKIP)):
+        if words.only(vocabulary) and words.has(vocabulary):
+            return Decision(kind=kind)  # type: ignore[arg-type]
+    denial = _denial(text, words)
+    if denial is not None:
+        return denial
+    if not words.numbers and all(w in DECISION_WORDS for w in words.meaningful):
+        return _unclear(MIXED)  # "yes no", "always", "ok…": decision words that decide nothing
+    return Decision(kind="feedback", note=text)
 
 
-def own_words(text: str) -> str:
-    """Drop ``>`` quotes, then let mail-parser-reply cut attributions, forwarded headers and
-    signatures; whatever is left first is what the user wrote (top- or bottom-posted)."""
-    fences = _FENCE.findall(text)
-    unquoted = "\n".join(line for line in text.replace("\r\n", "\n").split("\n")
-                         if not line.lstrip().startswith(">"))
-    parsed = EmailReplyParser(languages=["en", "de", "fr", "es"]).read(unquoted)
-    for reply in parsed.replies:
-        body = str(reply.body).strip()
-        if body:
-            # the library strips each line; a fenced block the user kept is put back verbatim
-            return _restore_fences(body, fences)
-    return ""
-
-
-def _restore_fences(body: str, fences: list[str]) -> str:
-    found = _FENCE.search(body)
-    if found is None or not fences:
-        return body
-    return body[:found.start(1)] + fences[0] + body[found.end(1):]
-
-
-def decide(text: str) -> Decision:
-    """The decision a reply's own words make."""
+def arguments_block(text: str) -> tuple[str | None, str]:
+    """An arguments block the user sent back — fenced, or (as an HTML composer leaves it) a line
+    starting with ``{`` — and the text around it."""
     fenced = _FENCE.search(text)
     if fenced is not None:
-        return _edited(fenced.group(1))
-    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
-    if not lines:
-        return Decision(kind="feedback", note="")
-    words = _WORD.findall(lines[0].lower())
-    first, rest = (words[0] if words else ""), " ".join(lines[1:])
-    if first in _APPROVE:
-        always = len(words) > 1 and words[1] in {"always", "forever"}
-        return Decision(kind="approve_always" if always else "approve")
-    if first in _DENY:
-        reason = lines[0].split(None, 1)[1] if len(lines[0].split(None, 1)) > 1 else ""
-        reason = reason.lstrip(":,.-\u2013 ").strip()
-        return Decision(kind="deny", note=" ".join(p for p in (reason, rest) if p))
-    if first in {"retry", "skip"} and len(words) == 1:
-        return Decision(kind="retry" if first == "retry" else "skip")
-    return Decision(kind="feedback", note=text.strip())
-
-
-def _edited(block: str) -> Decision:
+        return fenced.group(1), text[:fenced.start()] + "\n" + text[fenced.end():]
+    loose = _LOOSE_BLOCK.search(text)
+    if loose is None:
+        return None, text
+    start = loose.start(1)
     try:
-        value = json.loads(block)
-    except ValueError as exc:
-        return Decision(kind="edit", error=f"the arguments block is not valid JSON ({exc})")
+        _, end = _DECODER.raw_decode(text, start)
+    except (ValueError, RecursionError):
+        return text[start:], text[:start]
+    return text[start:end], text[:start] + "\n" + text[end:]
+
+
+def _denial(text: str, words: Words) -> Decision | None:
+    """``deny`` / ``no`` first, then the reason — unless it questions, takes it back or means yes."""
+    first_line = text.split("\n", 1)[0]
+    meaningful = words.meaningful
+    if not meaningful or meaningful[0] not in DENY or any(q in first_line for q in QUESTION):
+        return None
+    after = meaningful[1:]
+    if (after and after[0] in NOT_A_DENIAL) or any(w in STRONG_APPROVE or w in CHANGE_OF_MIND for w in after):
+        return None
+    said = next((w for w in re.finditer(r"[^\W\d_]+", text) if w.group().lower() in DENY), None)
+    reason = text[said.end():] if said else ""
+    return Decision(kind="deny", note=" ".join(reason.lstrip(":,.-\u2013\u2014! ").split()))
+
+
+def _unclear(why: str) -> Decision:
+    return Decision(kind="unclear", error=why)
+
+
+def _edited(block: str, around: Words, text: str) -> Decision:
+    """An edit when only consent stands around the block; with a question, a condition or more
+    words it is feedback (the agent sees the block and can ask again with it)."""
+    if not around.only(APPROVE, EDIT):
+        return Decision(kind="feedback", note=text)
+    try:
+        value = json.loads(block, parse_constant=_no_constant)
+    except (ValueError, RecursionError) as exc:
+        why = str(exc) if isinstance(exc, ValueError) else "nested too deeply"
+        return Decision(kind="edit", error=f"the arguments block is not valid JSON ({why})")
     if not isinstance(value, dict):
         return Decision(kind="edit", error="the arguments block must be a JSON object ({...})")
     return Decision(kind="edit", arguments=value)
 
 
-def _body_part(msg: EmailMessage) -> MIMEPart | None:
-    try:
-        return msg.get_body(preferencelist=("plain", "html"))
-    except (KeyError, ValueError, IndexError, TypeError):
-        return None
-
-
-def _content(part: MIMEPart) -> str:
-    payload = part.get_payload(decode=True)
-    if not isinstance(payload, bytes):
-        return ""
-    charset = part.get_content_charset() or "utf-8"
-    try:
-        return payload.decode(charset, "replace")
-    except LookupError:
-        return payload.decode("utf-8", "replace")
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON value")

@@ -17,7 +17,7 @@ from email.message import EmailMessage
 
 import aiosqlite
 
-from pizzamail.approvals.decide import Decision, decide, parse_approval_header, reply_text, route
+from pizzamail.approvals.decide import Decision, parse_approval_header, read_decision, route
 from pizzamail.approvals.ledger import STATE_TEXT, Applied, action_by_id, apply_decision, find_action
 from pizzamail.approvals.outbox import sent_arguments, strip_for_relay
 from pizzamail.composer import Composer, MailContext
@@ -27,6 +27,11 @@ from pizzamail.store import Store
 from pizzamail.store.actions import HeldAction
 from pizzamail.store.blobs import BlobStore
 from pizzamail.store.threads import NewMessage, add_message, log_event, message_exists
+
+#: how to answer an action that still waits (the reply was not read as a decision)
+STILL_HELD = ("Nothing was run. To run it, reply with `approve` on its own (a courtesy such as \"thanks\" and"
+              " a signature below a `-- ` line are fine); reply `deny` and a reason to refuse it; anything"
+              " else you write goes to the agent as feedback.")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -69,7 +74,7 @@ async def record_decision(
         raise SmtpRefusal(550, "5.7.1", f"<{by}> is not an approver; only {', '.join(sorted(approvers))}"
                           " may decide (config: [approvals] approvers)")
     message_id = parsed.message_id or f"{uuid.uuid4().hex}@{domain}"
-    decision = decision or decide(reply_text(msg))
+    decision = decision or read_decision(msg)
     digest = blobs.put(raw)
     async with store.write() as db:
         if await message_exists(db, message_id):  # a client retrying: decided once already
@@ -95,6 +100,8 @@ async def _state_reply(db: aiosqlite.Connection, blobs: BlobStore, composer: Com
     action = applied.action
     text = (f"Nothing changed: {applied.why}.\n\nAction {action.id} ({action.label}) is"
             f" {STATE_TEXT.get(applied.state, applied.state)}.")
+    if applied.state == "held":
+        text += "\n\n" + STILL_HELD
     ctx = MailContext(thread_id=action.thread_id, run_id=action.run_id, subject=parsed.subject,
                       in_reply_to=message_id, references=parsed.references)
     mail = composer.decision_reply(ctx, text)

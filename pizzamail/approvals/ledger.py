@@ -19,6 +19,7 @@ changed and is answered with the current state.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass
 
@@ -34,6 +35,7 @@ _MOVES: dict[str, tuple[str, str]] = {
     "deny": ("held", "denied"), "feedback": ("held", "feedback"),
     "retry": ("unknown", "approved"), "skip": ("unknown", "skipped"), "ignore": ("held", "ignored"),
     "send": ("held", "approved"), "expire": ("held", "expired"),
+    "unclear": ("held", "held"),  # never moves anything: it is answered with why
 }
 #: decisions that set what runs: the arguments (and for a draft, the mail) approved now
 _APPROVALS = frozenset({"approve", "approve_always", "edit", "send"})
@@ -81,19 +83,19 @@ async def apply_decision(db: aiosqlite.Connection, action: HeldAction, decision:
     """Record the decision and move the action if it is still where the decision applies."""
     move = _MOVES[decision.kind]
     why = ""
-    if decision.kind == "edit" and decision.arguments is None:
+    if decision.kind == "unclear" or (decision.kind == "edit" and decision.arguments is None):
         why = decision.error
     elif action.status != move[0]:
         why = f"this action is {STATE_TEXT.get(action.status, action.status)}"
-    applied = not why and await _move(db, action, decision, move)
+    approved = _approved(action, decision)
+    applied = not why and await _move(db, action, decision, move, approved)
     if not applied and not why:
         current = await action_by_id(db, action.id)
         why = f"this action is {STATE_TEXT.get(current.status if current else '', 'gone')}"
-    edited = canonical_json(decision.arguments) if decision.arguments is not None else None
     await db.execute(
         "INSERT INTO decisions(action_id, kind, by_address, via, arguments, note, applied, at)"
         " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-        (action.id, decision.kind, by, via, edited or action.arguments, decision.note, int(applied), now()),
+        (action.id, decision.kind, by, via, approved, decision.note, int(applied), now()),
     )
     if applied:
         await _resume_run(db, action)
@@ -104,12 +106,18 @@ async def apply_decision(db: aiosqlite.Connection, action: HeldAction, decision:
     return Applied(action=fresh, applied=applied, state=fresh.status, why=why)
 
 
-async def _move(db: aiosqlite.Connection, action: HeldAction, decision: Decision,
-                move: tuple[str, str]) -> bool:
+def _approved(action: HeldAction, decision: Decision) -> str:
+    """Canonical JSON of the arguments this decision is about: the edited ones, for a retry those
+    approved before (edited arguments, a sent draft), else the ones the agent asked for."""
     if decision.arguments is not None:
-        approved: str | None = canonical_json(decision.arguments)
-    else:  # a retry runs what was approved before (edited arguments, a sent draft)
-        approved = action.approved_arguments if decision.kind == "retry" else action.arguments
+        return canonical_json(decision.arguments)
+    if decision.kind == "retry" and action.approved_arguments:
+        return action.approved_arguments
+    return action.arguments
+
+
+async def _move(db: aiosqlite.Connection, action: HeldAction, decision: Decision,
+                move: tuple[str, str], approved: str) -> bool:
     cursor = await db.execute(
         "UPDATE held_actions SET status = ?, decided_at = ?, note = ?, approved_arguments = ?"
         " WHERE id = ? AND status = ?",
@@ -161,17 +169,39 @@ async def pending(store: Store) -> list[HeldAction]:
 
 
 async def decision_headers(store: Store, run_id: int) -> list[str]:
-    """``X-Pizzamail-Decision`` values for the applied decisions on this run's actions."""
-    rows = await store.fetchall(
-        "SELECT d.* FROM decisions d JOIN held_actions a ON a.id = d.action_id"
-        " WHERE a.run_id = ? AND d.applied = 1 ORDER BY d.id", (run_id,))
-    return [f"{_PAST.get(r['kind'], r['kind'])}; action={r['action_id']}; by={r['by_address']};"
-            f" via=<{r['via']}>" for r in rows]
+    """``X-Pizzamail-Decision`` values for what decided this run's gated calls, oldest first: the
+    applied decisions on its held actions and the calls standing rules released. Each names the
+    tool, the SHA-256 of the exact arguments (canonical JSON) and the decision's time."""
+    decided = await store.fetchall(
+        "SELECT d.*, a.server, a.original, a.outgoing_blob FROM decisions d"
+        " JOIN held_actions a ON a.id = d.action_id WHERE a.run_id = ? AND d.applied = 1", (run_id,))
+    released = await store.fetchall("SELECT * FROM rule_releases WHERE run_id = ?", (run_id,))
+    lines = [(r["at"], 0, r["id"], _decided_text(r)) for r in decided]
+    lines += [(r["at"], 1, r["id"], _released_text(r)) for r in released]
+    return [text for *_, text in sorted(lines)]
+
+
+def _decided_text(row: aiosqlite.Row) -> str:
+    text = (f"{_PAST.get(row['kind'], row['kind'])}; action={row['action_id']}; by={row['by_address']};"
+            f" via=<{row['via']}>; tool={row['server']}/{row['original']};"
+            f" sha256={_sha256(row['arguments'])}; at={row['at']}")
+    if row["kind"] == "send" and row["outgoing_blob"]:  # the relayed bytes' own digest
+        text += f"; sent-sha256={row['outgoing_blob']}"
+    return text
+
+
+def _released_text(row: aiosqlite.Row) -> str:
+    return (f"approved-by-rule; rule={row['rule_id']}; from-action={row['rule_action'] or '-'};"
+            f" tool={row['server']}/{row['tool']}; sha256={_sha256(row['arguments'])}; at={row['at']}")
+
+
+def _sha256(arguments: str) -> str:
+    return hashlib.sha256(arguments.encode()).hexdigest()
 
 
 _PAST = {"approve": "approved", "approve_always": "approved-always", "edit": "approved-with-edits",
          "deny": "denied", "feedback": "feedback", "retry": "retried", "skip": "skipped",
-         "ignore": "ignored", "send": "approved-edited", "expire": "expired"}
+         "ignore": "ignored", "send": "approved-edited", "expire": "expired", "unclear": "unclear"}
 
 
 # -- standing rules ----------------------------------------------------------------------------
@@ -207,8 +237,18 @@ async def remove_rule(store: Store, rule_id: int) -> bool:
         return cursor.rowcount == 1
 
 
-async def rule_allows(store: Store, *, server: str, tool: str, arguments: str) -> bool:
+async def matching_rule(store: Store, *, server: str, tool: str, arguments: str) -> Rule | None:
+    """The standing rule that lets this call (``arguments``: canonical JSON) run, if one does."""
     row = await store.fetchone(
-        "SELECT 1 FROM approval_rules WHERE server = ? AND tool = ? AND arguments IN (?, '*')",
+        "SELECT * FROM approval_rules WHERE server = ? AND tool = ? AND arguments IN (?, '*') ORDER BY id",
         (server, tool, arguments))
-    return row is not None
+    return Rule(**dict(row)) if row else None
+
+
+async def record_release(db: aiosqlite.Connection, *, run_id: int, call_id: str, rule: Rule,
+                         arguments: str) -> None:
+    """A call ``rule`` lets run, recorded before it runs (a resumed run's second look changes nothing)."""
+    await db.execute(
+        "INSERT OR IGNORE INTO rule_releases(run_id, call_id, rule_id, rule_action, server, tool, arguments,"
+        " at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        (run_id, call_id, rule.id, rule.action_id, rule.server, rule.tool, arguments, now()))

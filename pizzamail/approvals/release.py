@@ -37,8 +37,9 @@ log = logging.getLogger("pizzamail.approvals")
 #: what the model is told for a call the user did not let run
 _NOT_RUN = {
     "denied": "The user denied this call; it was not run.{note} Continue without it.",
-    "feedback": ("The user did not approve this call; it was not run. Their reply: {text}\n"
-                 "Take it into account; you may call the tool again with revised arguments."),
+    "feedback": ("The user's reply was not a plain approval, so this call was not run. Their reply: {text}\n"
+                 "Take it into account: answer what they asked, or call the tool again as they want it"
+                 " (they are asked again); if you cannot tell what they want, ask them."),
     "ignored": "The user ignored this request (they deleted it); the call was not run. Continue without it.",
     "skipped": ("pizzamail was interrupted during this call, so whether it happened is unknown; the user"
                 " chose not to retry it. Do not call it again."),

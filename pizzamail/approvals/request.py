@@ -37,6 +37,8 @@ log = logging.getLogger("pizzamail.approvals")
 
 ACTION_FOLDER = "Action"
 _LONGEST_VALUE = 300
+#: how much of the main argument the subject shows
+_LONGEST_TARGET = 40
 
 
 def reply_address(bot: str, nonce: str) -> str:
@@ -67,7 +69,34 @@ def request_mail(composer: Composer, ctx: MailContext, *, waiting: Waiting, tool
     }
     headers = [("Reply-To", reply_address(bot, action.nonce)),
                ("X-Pizzamail-Approval", approval_header(action.id, action.nonce))]
-    return composer.approval(ctx, view=view, headers=headers, evidence=evidence)
+    tag = request_tag(action.label, arguments, offered.tool.spec.parameters if offered else None,
+                      retry=waiting.why == "unknown")
+    return composer.approval(ctx, view=view, headers=headers, tag=tag, evidence=evidence)
+
+
+def request_tag(label: str, arguments: dict[str, Any], schema: dict[str, Any] | None, *,
+                retry: bool = False) -> str:
+    """What the request's subject says will happen: ``Approve? delete_note "a"``. The main target is
+    the first required text argument the tool's schema names, else the call's first text argument."""
+    verb = "Retry?" if retry else "Approve?"
+    target = _main_target(arguments, schema)
+    if not target:
+        return f"{verb} {label}"
+    # square brackets would end the subject's [tag] early
+    shown = " ".join(target.translate(_NO_BRACKETS).split())
+    if len(shown) > _LONGEST_TARGET:
+        shown = shown[:_LONGEST_TARGET - 1].rstrip() + "…"
+    return f'{verb} {label} "{shown}"'
+
+
+_NO_BRACKETS = str.maketrans("[]", "()")
+
+
+def _main_target(arguments: dict[str, Any], schema: dict[str, Any] | None) -> str:
+    required = schema.get("required", []) if isinstance(schema, dict) else []
+    names = [n for n in required if isinstance(n, str)] + list(arguments)
+    return next((str(arguments[n]).strip() for n in names
+                 if isinstance(arguments.get(n), str) and str(arguments[n]).strip()), "")
 
 
 def gather_evidence(transcript: Transcript, call_id: str) -> list[tuple[str, str]]:

@@ -138,12 +138,18 @@ class Composer:
         return {"thread_id": ctx.thread_id, "run_id": ctx.run_id, "agent_name": self.config.agent.name}
 
     def approval(self, ctx: MailContext, *, view: dict[str, Any], headers: Sequence[tuple[str, str]],
-                 evidence: Sequence[tuple[str, str]] = ()) -> Composed:
+                 tag: str, evidence: Sequence[tuple[str, str]] = ()) -> Composed:
         """An approval request (``view`` feeds ``approval.md.j2``); ``evidence`` are (file name, text)
-        attachments: the tool output the agent relied on."""
+        attachments: the tool output the agent relied on.
+
+        ``tag`` (what will run) leads the subject as ``[tag] Re: <thread subject>``: a leading ``[…]``
+        is set aside by RFC 5256's base subject (IMAP THREAD, JWZ threading) and, as reported, by
+        Gmail's grouping, which both still see ``Re: <thread subject>``; clients that thread by
+        References see the thread's ids as always."""
         body = self.render("approval.md.j2", **view, **self._names(ctx)).strip()
         ctx = replace(ctx, headers=(*ctx.headers, *headers))
-        return self._compose("waiting", ctx, body, texts=evidence)
+        subject = f"[{tag}] {reply_subject(ctx.subject)}"
+        return self._compose("waiting", ctx, body, texts=evidence, subject=subject)
 
     def decision_reply(self, ctx: MailContext, text: str) -> Composed:
         """A short answer to a decision that changed nothing (stale, repeated, unreadable)."""
@@ -151,8 +157,8 @@ class Composer:
 
     def _compose(self, kind: str, ctx: MailContext, body: str, *, files: Sequence[Path] = (),
                  message_id: str | None = None, texts: Sequence[tuple[str, str]] = (),
-                 footer: str = "") -> Composed:
-        subject = reply_subject(ctx.subject)
+                 footer: str = "", subject: str | None = None) -> Composed:
+        subject = subject or reply_subject(ctx.subject)
         refs = reference_chain(ctx)
         names = {**self._names(ctx), "footer": footer}
         text = self.render("mail.txt.j2", body=body, **names)

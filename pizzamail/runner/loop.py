@@ -13,7 +13,6 @@ import logging
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field, replace
-from typing import Any
 
 from pizzamail.providers.types import Message, Provider, Response, ToolCall
 from pizzamail.runner.limits import LIMIT_PREFIX, Limits, not_run_text, summary_request
@@ -24,8 +23,8 @@ log = logging.getLogger("pizzamail.runner")
 
 #: stores one step under its sequence number; the step counts as done once this returns
 Checkpoint = Callable[[int, AgentStep], Awaitable[None]]
-#: whether a standing rule ("approve always") lets this held call run: (tool, arguments) -> bool
-Standing = Callable[[Offered, dict[str, Any]], Awaitable[bool]]
+#: whether a standing rule ("approve always") lets this held call run (and records that it did)
+Standing = Callable[[Offered, ToolCall], Awaitable[bool]]
 
 
 @dataclass(kw_only=True)
@@ -166,7 +165,7 @@ async def gate(
     if refused is not None:
         return _answer(call, refused)
     if offered.policy == "ask" and not (
-        standing is not None and not offered.never_auto and await standing(offered, dict(call.arguments))
+        standing is not None and not offered.never_auto and await standing(offered, call)
     ):
         log.info("tool %s held for approval", offered.label)
         return HeldStep(call_id=call.id, name=call.name, source=offered.source,

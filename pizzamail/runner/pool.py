@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from pizzamail.approvals.expiry import expire_and_remind
-from pizzamail.approvals.ledger import action_for_call, decision_headers, rule_allows
+from pizzamail.approvals.ledger import action_for_call, decision_headers, matching_rule, record_release
 from pizzamail.approvals.outbox import DRAFTS_FOLDER, Outbox, draft_id, draft_message
 from pizzamail.approvals.release import Waiting, settle
 from pizzamail.approvals.request import request_mail, sync_action_folder
@@ -28,7 +28,7 @@ from pizzamail.errors import PizzamailError, ProviderNotConfigured, RunError
 from pizzamail.mailbox import Mailbox
 from pizzamail.mailbox.filing import Filer
 from pizzamail.providers.registry import select_provider
-from pizzamail.providers.types import Message, Provider, Response
+from pizzamail.providers.types import Message, Provider, Response, ToolCall
 from pizzamail.runner.history import RunContext, history, load_context
 from pizzamail.runner.limits import Limits, run_notes, usage_of
 from pizzamail.runner.loop import Transcript, drive
@@ -304,14 +304,15 @@ class Runner:
             return await self._finish(run, mail, status="failed", error=exc.message)
         except PizzamailError as exc:
             log.warning("run %d failed: %s", run.id, exc.message)
-            return await self._finish(run, self._mails.error(ctx.mail(run), exc), status="failed",
-                                      error=exc.message)
+            # with the decisions: an approved call may have run before the failure
+            return await self._finish(run, self._mails.error(await self._mail_context(run, ctx), exc),
+                                      status="failed", error=exc.message)
         except Exception as exc:  # our bug: never silent, in the log and in the thread
             log.exception("run %d hit an internal error", run.id)
             error = RunError(f"pizzamail hit an internal error ({type(exc).__name__})",
                              hint="the details are in the server log; reply to this mail to try again")
-            return await self._finish(run, self._mails.error(ctx.mail(run), error), status="failed",
-                                      error=error.message)
+            return await self._finish(run, self._mails.error(await self._mail_context(run, ctx), error),
+                                      status="failed", error=error.message)
         return await self._finish(run, reply, status="done")
 
     def _workspaces(self) -> Path:
@@ -332,14 +333,23 @@ class Runner:
                 provider=provider, tools=toolbox, transcript=transcript,
                 max_steps=self.config.agent.max_steps, limits=Limits.from_settings(self.config.agent),
                 checkpoint=lambda seq, step: self._checkpoint(run, seq, step, toolbox),
-                interruptible=self._interruptible, standing=self._standing,
+                interruptible=self._interruptible,
+                standing=lambda offered, call: self._standing(run, offered, call),
             )
         finally:
             await provider.aclose()
 
-    async def _standing(self, offered: Offered, arguments: dict[str, Any]) -> bool:
-        return await rule_allows(self.store, server=offered.source, tool=offered.original or offered.name,
-                                 arguments=canonical_json(arguments))
+    async def _standing(self, run: Run, offered: Offered, call: ToolCall) -> bool:
+        """Whether a standing rule lets ``call`` run; if one does, that is recorded first (the run's
+        mail then carries it as a decision)."""
+        arguments = canonical_json(dict(call.arguments))
+        rule = await matching_rule(self.store, server=offered.source, tool=offered.original or offered.name,
+                                   arguments=arguments)
+        if rule is None:
+            return False
+        async with self.store.write() as db:
+            await record_release(db, run_id=run.id, call_id=call.id, rule=rule, arguments=arguments)
+        return True
 
     async def _waiting_for(self, run: Run, held: HeldStep) -> Waiting:
         action = await action_for_call(self.store, run.id, held.call_id)

@@ -315,6 +315,26 @@ MIGRATIONS: list[tuple[str, str]] = [
         ALTER TABLE runs ADD COLUMN crashes INTEGER NOT NULL DEFAULT 0
         """,
     ),
+    (
+        # A call a standing rule ("approve always") let run without asking: which rule, the exact
+        # arguments and when, so the run's mail can say so (X-Pizzamail-Decision) like any decision.
+        # rule_action: the action whose "approve always" made the rule (the rule may be revoked later).
+        "015_approvals_hardening",
+        """
+        CREATE TABLE rule_releases(
+            id INTEGER PRIMARY KEY,
+            run_id INTEGER NOT NULL REFERENCES runs(id),
+            call_id TEXT NOT NULL,
+            rule_id INTEGER NOT NULL,
+            rule_action INTEGER,
+            server TEXT NOT NULL,
+            tool TEXT NOT NULL,
+            arguments TEXT NOT NULL,
+            at TEXT NOT NULL,
+            UNIQUE (run_id, call_id)
+        )
+        """,
+    ),
 ]
 
 

@@ -7,21 +7,14 @@ from email.policy import SMTP
 
 import pytest
 
-from pizzamail.approvals.decide import (
-    decide,
-    parse_approval_header,
-    parse_message,
-    plus_token,
-    reply_text,
-    route,
-    unflow,
-)
+from pizzamail.approvals.decide import decide, parse_approval_header, parse_message, plus_token, route
+from pizzamail.approvals.reading import reply_text, unflow
 
 
 @pytest.mark.parametrize(("words", "kind"), [
     ("approve", "approve"), ("Yes", "approve"), ("ok.", "approve"), ("Approve always", "approve_always"),
     ("deny", "deny"), ("No", "deny"), ("retry", "retry"), ("skip", "skip"),
-    ("please use the other repo", "feedback"), ("", "feedback"),
+    ("please use the other repo", "feedback"), ("", "unclear"),
 ])
 def test_first_words_decide(words: str, kind: str) -> None:
     assert decide(words).kind == kind
@@ -80,9 +73,16 @@ def test_an_html_only_reply_with_a_blockquote() -> None:
 
 
 def test_quoted_words_never_decide() -> None:
-    assert decide(reply_text(_mail("> approve\n> yes\n"))).kind == "feedback"
+    assert decide(reply_text(_mail("> approve\n> yes\n"))).kind == "unclear"
 
 
 def test_unflow_keeps_hard_breaks_and_the_signature_separator() -> None:
     assert unflow("a \nb\n-- \nsig") == "a b\n-- \nsig"
     assert unflow(" From me") == "From me"
+
+
+def test_the_senders_name_is_set_aside_but_never_a_word_that_turns_the_reply_around() -> None:
+    assert decide("approve\n\nAnna", names=["Anna Meyer"]).kind == "approve"
+    assert decide("approve\n\nAnna", names=[]).kind == "feedback"
+    assert decide("approve never", names=["Never Land"]).kind == "feedback"
+    assert decide("approve, wait", names=["Wait Smith"]).kind == "feedback"

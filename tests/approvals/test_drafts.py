@@ -4,6 +4,7 @@ real local SMTP relay (an aiosmtpd server on loopback: the outside world), exact
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import smtplib
 import warnings
 from collections.abc import AsyncIterator
@@ -124,6 +125,8 @@ async def test_sending_the_edited_draft_approves_and_relays_it_once(
     [action] = await held_actions(harness.store)
     assert action.status == "done" and "at one instead" in (action.approved_arguments or "")
     assert str(final["X-Pizzamail-Decision"]).startswith("approved-edited; action=1;")
+    # the header proves which bytes went out: the relayed mail's own SHA-256
+    assert f"; sent-sha256={hashlib.sha256(data).hexdigest()}" in str(final["X-Pizzamail-Decision"])
     assert "at one instead" in fake_openai.requests[-1].messages[-1]["content"]
 
 async def test_approve_reply_sends_the_original_draft(

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
+import re
 import smtplib
 from email.message import EmailMessage
 
@@ -11,9 +13,10 @@ import pytest
 
 from pizzamail.approvals.decide import decide
 from pizzamail.approvals.ledger import apply_decision, pending, rules, transition
-from pizzamail.store.actions import held_actions
+from pizzamail.approvals.request import request_tag
+from pizzamail.store.actions import canonical_json, held_actions
 from tests.approvals.conftest import OWNER, Approvals, reply
-from tests.fakes.openai_server import FakeOpenAI, text, tool_call
+from tests.fakes.openai_server import FakeOpenAI, error, text, tool_call
 from tests.runner.conftest import bot_mails, plain
 
 
@@ -26,6 +29,16 @@ async def _held(approvals: Approvals, fake_openai: FakeOpenAI, *then: object) ->
     approvals.runner.forget(run_id)
     mails = [m for _, m in await bot_mails(approvals.harness.mailbox) if m["X-Pizzamail-Approval"]]
     return run_id, mails[-1]
+
+
+def _decision(mail: EmailMessage) -> dict[str, str]:
+    """The latest X-Pizzamail-Decision header's fields (the first one: its kind, with an empty value)."""
+    fields = [f.strip().partition("=") for f in str(mail.get_all("X-Pizzamail-Decision")[-1]).split(";")]
+    return {name: value for name, _, value in fields}
+
+
+def _sha256(arguments: dict[str, str]) -> str:
+    return hashlib.sha256(canonical_json(arguments).encode()).hexdigest()
 
 
 async def _action_folder(approvals: Approvals) -> int:
@@ -58,6 +71,11 @@ async def test_approve_runs_the_action_once_and_the_agent_replies(
     final = (await bot_mails(approvals.harness.mailbox))[-1][1]
     assert "Deleted note a." in plain(final)
     assert str(final["X-Pizzamail-Decision"]).startswith("approved; action=1; by=me@pizzamail.localhost")
+    [decided] = await approvals.harness.store.fetchall("SELECT via FROM decisions WHERE applied = 1")
+    assert _decision(final) == {"approved": "", "action": "1", "by": OWNER, "via": f"<{decided['via']}>",
+                                "tool": "builtin/delete_note", "sha256": _sha256({"name": "a"}),
+                                "at": _decision(final)["at"]}
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", _decision(final)["at"])
     [action] = await held_actions(approvals.harness.store)
     assert action.status == "done"
     await approvals.runner.sync_approvals()
@@ -100,6 +118,8 @@ async def test_edited_arguments_run_and_invalid_ones_are_explained(
     await approvals.submit(reply(explained, '```json\n{"name": "b"}\n```'))
     assert await approvals.finish(run_id) == "done"
     assert approvals.tool.calls == [{"name": "b"}]
+    final = (await bot_mails(approvals.harness.mailbox))[-1][1]
+    assert _decision(final)["sha256"] == _sha256({"name": "b"}) != _sha256({"name": "a"})
 
 
 async def test_an_edited_call_interrupted_while_running_is_asked_about_as_edited(
@@ -133,6 +153,13 @@ async def test_approve_always_makes_a_rule_and_the_same_call_then_runs(
     approvals.runner.wake()
     assert await approvals.finish(second) == "done"
     assert approvals.tool.calls == [{"name": "a"}, {"name": "a"}]
+    # the call the rule released says so in the run's mail, with what ran and when
+    final = (await bot_mails(approvals.harness.mailbox))[-1][1]
+    released = _decision(final)
+    assert {k: released[k] for k in ("approved-by-rule", "rule", "from-action", "tool", "sha256")} == {
+        "approved-by-rule": "", "rule": str(rule.id), "from-action": "1", "tool": "builtin/delete_note",
+        "sha256": _sha256({"name": "a"})}
+    assert released["at"] >= rule.created_at
 
 
 async def test_routing_by_plus_address_alone(approvals: Approvals, fake_openai: FakeOpenAI) -> None:
@@ -185,3 +212,92 @@ async def test_a_decision_from_a_non_approver_is_refused(
     assert refused.value.smtp_code == 550 and b"not an approver" in refused.value.smtp_error
     [action] = await held_actions(approvals.harness.store)
     assert action.status == "held"
+
+
+@pytest.mark.parametrize("words", ["yes, but change the recipient first", "approve? what does this do",
+                                   "Okay... actually no."])
+async def test_a_reply_that_only_starts_like_an_approval_runs_nothing(
+    approvals: Approvals, fake_openai: FakeOpenAI, words: str
+) -> None:
+    run_id, request = await _held(approvals, fake_openai, text("I'll ask again."))
+    await approvals.submit(reply(request, words))
+    assert await approvals.finish(run_id) == "done"
+    assert approvals.tool.calls == []
+    told = fake_openai.requests[-1].messages[-1]["content"]
+    assert "not a plain approval" in told and words in told
+    [action] = await held_actions(approvals.harness.store)
+    assert action.status == "feedback"
+
+
+async def test_a_reply_with_nothing_to_read_keeps_the_action_waiting_and_says_so(
+    approvals: Approvals, fake_openai: FakeOpenAI
+) -> None:
+    _, request = await _held(approvals, fake_openai)
+    await approvals.submit(reply(request, "> approve\n> yes\n"))
+    await approvals.filed()
+    [action] = await held_actions(approvals.harness.store)
+    assert action.status == "held" and approvals.tool.calls == []
+    mails = [plain(m) for _, m in await bot_mails(approvals.harness.mailbox)]
+    notice = [body for body in mails if "Nothing changed" in body]
+    assert notice and "no words of your own" in notice[0] and "`approve` on its own" in notice[0]
+
+
+async def test_a_run_that_fails_after_its_approved_call_still_records_the_decision(
+    approvals: Approvals, fake_openai: FakeOpenAI
+) -> None:
+    run_id, request = await _held(approvals, fake_openai, error(400, "bad request"))
+    await approvals.submit(reply(request, "approve"))
+    assert await approvals.finish(run_id) == "failed"
+    assert approvals.tool.calls == [{"name": "a"}]
+    final = (await bot_mails(approvals.harness.mailbox))[-1][1]
+    assert final["X-Pizzamail-Kind"] == "error"
+    assert _decision(final)["sha256"] == _sha256({"name": "a"})
+
+
+def _base_subject(subject: str) -> str:
+    """RFC 5256 base subject (what subject-threading clients compare): without reply/forward
+    prefixes and leading [blobs], repeated."""
+    prefix = re.compile(r"^\s*((re|fwd?)\s*(\[[^\]]*\])?\s*:|\[[^\]]*\](?=\s*\S))\s*", re.IGNORECASE)
+    while (found := prefix.match(subject)) is not None:
+        subject = subject[found.end():]
+    return subject.strip().lower()
+
+
+async def test_the_request_subject_says_what_will_run_and_keeps_the_thread(
+    approvals: Approvals, fake_openai: FakeOpenAI
+) -> None:
+    run_id, request = await _held(approvals, fake_openai, text("Deleted note a."))
+    assert request["Subject"] == '[Approve? delete_note "a"] Re: Summarise issues'
+    task = (await approvals.harness.store.fetchone("SELECT message_id, subject FROM messages"
+                                                   " WHERE kind = 'task'"))
+    assert _base_subject(str(request["Subject"])) == _base_subject(task["subject"]) == "summarise issues"
+    assert f"<{task['message_id']}>" in str(request["References"])
+    # a client's reply to it ("Re: [Approve? …] Re: …") still decides, and the answer is back on
+    # the thread's own subject
+    await approvals.submit(reply(request, "approve"))
+    assert await approvals.finish(run_id) == "done"
+    final = (await bot_mails(approvals.harness.mailbox))[-1][1]
+    assert final["Subject"] == "Re: Summarise issues"
+
+
+def test_the_subject_names_the_main_target_shortly() -> None:
+    spec = {"type": "object", "properties": {"body": {"type": "string"}, "to": {"type": "string"}},
+            "required": ["to", "body"]}
+    assert request_tag("draft_email", {"body": "Hi", "to": "alice@example.org"}, spec) == (
+        'Approve? draft_email "alice@example.org"')
+    assert request_tag("x: y", {"n": 3, "path": "a]b [c]\n" + "z" * 80}, None, retry=True) == (
+        'Retry? x: y "a)b (c) ' + "z" * 31 + '…"')
+    assert request_tag("ping", {}, None) == "Approve? ping"
+
+
+async def test_edited_arguments_in_an_html_only_reply_run_as_an_edit(
+    approvals: Approvals, fake_openai: FakeOpenAI
+) -> None:
+    run_id, request = await _held(approvals, fake_openai, text("Deleted b."))
+    answer = reply(request, "")
+    # Thunderbird's HTML composer: the block without fences, indented with no-break spaces
+    answer.set_content('<div>{<br>&nbsp; "name": "b"<br>}</div><div class="moz-cite-prefix">On Mon,'
+                       ' Pizza Bot wrote:</div><blockquote type="cite">approve</blockquote>', subtype="html")
+    await approvals.submit(answer)
+    assert await approvals.finish(run_id) == "done"
+    assert approvals.tool.calls == [{"name": "b"}]

@@ -1,0 +1,115 @@
+"""Properties of the reply-decision parser, fuzzed with Hypothesis.
+
+1. It never crashes, on any text or HTML, as plain text or as a whole mail.
+2. An approval word followed by a question, a condition or a negation never approves.
+3. What stands only in the quoted part decides nothing: a reply decides what its own words decide.
+"""
+
+from __future__ import annotations
+
+import html
+from email.message import EmailMessage
+from email.policy import SMTP
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from pizzamail.approvals.decide import Decision, decide, parse_message, read_decision
+from pizzamail.approvals.reading import html_text, own_words
+
+APPROVALS = ["approve", "Approve", "yes", "Yes!", "ok", "OK", "okay", "lgtm", "go ahead", "sure",
+             "approved", "ja", "oui", "sí", "👍", "approve always", "yes please", "Approve, thanks"]
+SEPARATORS = [" ", ", ", ". ", "\n", "\n\n", " - ", "... ", "! ", " — "]
+CONDITIONS = ["but", "if", "unless", "only", "after", "once", "when", "first", "except", "provided",
+              "as long as", "aber", "wenn", "mais", "si no", "pero"]
+NEGATIONS = ["no", "not", "don't", "never", "wait", "actually no", "cancel", "stop", "nope", "nein",
+             "non", "hold on", "scratch that", "on second thought", "deny"]
+#: text without control characters (a mail body cannot carry them as typed)
+TEXT = st.text(st.characters(blacklist_categories=("Cc", "Cs", "Zl", "Zp")), max_size=200)
+ANY_TEXT = st.text(max_size=300)
+TAGS = st.sampled_from(["<div>", "</div>", "<p>", "</p>", "<br>", "<blockquote>", "</blockquote>",
+                        "<pre>", "</pre>", '<div class="moz-signature">', "&nbsp;", "<style>", "</style>",
+                        "<!--", "-->", "<", ">", "&", "&#x", ";", "{", "}", '"', "approve", "yes", "-- "])
+MARKUP = st.lists(st.one_of(TAGS, TEXT), max_size=30).map("".join)
+OWN = st.sampled_from(["", "approve", "yes, thanks", "deny: not now", "approve always", "Thanks!",
+                       "Please use the other repo.", "what does this do?", '```json\n{"name": "b"}\n```'])
+
+
+def _runs(decision: Decision) -> bool:
+    """Whether the decision would release the call (an unreadable edit runs nothing)."""
+    return decision.kind in ("approve", "approve_always") or (
+        decision.kind == "edit" and decision.arguments is not None)
+
+
+def _mail(body: str, subtype: str = "plain") -> EmailMessage:
+    msg = EmailMessage(policy=SMTP)
+    msg["From"], msg["To"], msg["Subject"] = "Anna <me@pizzamail.localhost>", "bot@x.localhost", "Re: x"
+    msg.set_content(body, subtype=subtype)
+    return parse_message(msg.as_bytes())
+
+
+@given(ANY_TEXT)
+def test_any_text_is_read_without_crashing(text: str) -> None:
+    assert decide(text).kind in {"approve", "approve_always", "deny", "edit", "feedback", "retry", "skip",
+                                 "unclear"}
+    own_words(text)
+
+
+@given(MARKUP)
+def test_any_html_is_read_without_crashing(markup: str) -> None:
+    html_text(markup)
+    read_decision(_mail(markup, "html"))
+
+
+@given(TEXT)
+def test_any_plain_mail_is_read_without_crashing(body: str) -> None:
+    read_decision(_mail(body))
+
+
+@given(st.sampled_from(APPROVALS), st.sampled_from(SEPARATORS),
+       st.one_of(st.sampled_from(CONDITIONS), st.sampled_from(NEGATIONS)), TEXT)
+def test_an_approval_then_a_condition_or_negation_never_approves(
+    approval: str, separator: str, turn: str, rest: str
+) -> None:
+    assert not _runs(decide(f"{approval}{separator}{turn} {rest}"))
+
+
+@given(st.sampled_from(APPROVALS), st.sampled_from(SEPARATORS), TEXT)
+def test_an_approval_with_a_question_never_approves(approval: str, separator: str, rest: str) -> None:
+    assert not _runs(decide(f"{approval}{separator}{rest}?"))
+    assert not _runs(decide(f"{approval}?{separator}{rest}"))
+
+
+@given(OWN, TEXT)
+def test_quoted_lines_decide_nothing(own: str, quoted: str) -> None:
+    quote = "\n".join("> " + line for line in quoted.split("\n"))
+    alone = read_decision(_mail(own))
+    assert read_decision(_mail(f"{own}\n\n{quote}\n")) == alone
+    attributed = f"{own}\n\nOn Mon, 30 Nov 2026 at 10:00, Pizza Bot <bot@x.localhost> wrote:\n{quote}\n"
+    assert read_decision(_mail(attributed)) == alone
+    assert read_decision(_mail(f"On Mon, 30 Nov 2026, Pizza Bot wrote:\n{quote}\n\n{own}")) == alone
+    # Outlook quotes without ">": everything below its header block is the quoted mail
+    outlook = ("________________________________\nFrom: Pizza Bot <bot@x.localhost>\n"
+               "Sent: Monday, November 30, 2026 10:00\nTo: Anna\nSubject: x\n\n")
+    assert read_decision(_mail(f"{own}\n\n{outlook}{quoted}\n")) == alone
+    original = "-----Original Message-----\nFrom: Bot\nSent: Monday\n\n"
+    assert read_decision(_mail(f"{own}\n\n{original}{quoted}")) == alone
+
+
+@given(OWN, TEXT, st.integers(min_value=1, max_value=4))
+def test_blockquoted_html_decides_nothing(own: str, quoted: str, depth: int) -> None:
+    inner = html.escape(quoted)
+    for level in range(depth):  # nested quotes, with text of each level around the deeper one
+        inner = f'<blockquote type="cite">{level}: {inner} approve</blockquote>'
+    own_html = "".join(f"<div>{html.escape(line) or '<br>'}</div>" for line in own.split("\n"))
+    alone = read_decision(_mail(f"<html><body>{own_html}</body></html>", "html"))
+    quoted_mail = _mail(f'<html><body>{own_html}<div class="moz-cite-prefix">On Mon, Bot wrote:</div>'
+                        f"{inner}</body></html>", "html")
+    assert read_decision(quoted_mail) == alone
+
+
+@given(TEXT)
+def test_a_reply_of_only_quoted_text_decides_nothing(quoted: str) -> None:
+    quote = "\n".join("> " + line for line in quoted.split("\n"))
+    assert read_decision(_mail(quote)).kind == "unclear"
+    assert read_decision(_mail(f"<blockquote>{html.escape(quoted)}</blockquote>", "html")).kind == "unclear"

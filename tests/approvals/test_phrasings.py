@@ -1,0 +1,195 @@
+"""Real-world reply phrasings and the decision each must make, as whole mails through the parser.
+
+Each row is a reply as a client sends it (plain, format=flowed, HTML-only, or text + HTML), from
+"Anna Meyer", read with :func:`read_decision`. An approval is only ever the user's own plain consent;
+a question, a condition or a change of mind is feedback; a reply that says nothing readable is
+``unclear`` (nothing changes, the user is told); quoted text decides nothing.
+"""
+
+from __future__ import annotations
+
+from email.message import EmailMessage
+from email.policy import SMTP
+from typing import Any
+
+import pytest
+
+from pizzamail.approvals.decide import Decision, parse_message, read_decision
+
+QUOTE = ("\n\nOn Mon, 30 Nov 2026 at 10:00, Pizza Bot <bot@pizzamail.localhost> wrote:\n"
+         "> I would like to run **delete_note** and am waiting for your approval.\n>\n"
+         "> - `approve` (or `yes`, `ok`): run it as shown\n> - `deny` and an optional reason\n"
+         '> ```json\n> {\n>   "name": "a"\n> }\n> ```\n')
+GERMAN_QUOTE = "\n\nAm 30.11.2026 um 10:00 schrieb Pizza Bot <bot@pizzamail.localhost>:\n> approve\n"
+OUTLOOK = ("\n\n________________________________\nFrom: Pizza Bot <bot@pizzamail.localhost>\n"
+           "Sent: Monday, November 30, 2026 10:00\nTo: Anna Meyer\nSubject: Clean up my notes\n\n"
+           "I would like to run delete_note. Reply approve or deny.\n")
+TB_QUOTE = ('<div class="moz-cite-prefix">On 30/11/2026 10:00, Pizza Bot wrote:<br></div>'
+            '<blockquote type="cite"><p>Reply with one of:</p><ul><li><code>approve</code></li>'
+            '<li><code>deny</code></li></ul><pre><code>{"name": "a"}</code></pre></blockquote>')
+GMAIL_QUOTE = ('<br><div class="gmail_quote"><div dir="ltr" class="gmail_attr">On Mon, 30 Nov 2026 at'
+               ' 10:00, Pizza Bot wrote:<br></div><blockquote class="gmail_quote">approve always'
+               '</blockquote></div>')
+NOTE_B = {"name": "b"}
+
+#: (what the user typed, how it is sent, expected kind, expected note/arguments or None)
+ROWS: list[tuple[str, str, str, Any]] = [
+    # plain approvals
+    ("approve", "plain", "approve", None),
+    ("Approve.", "plain", "approve", None),
+    ("yes", "plain", "approve", None),
+    ("Yes!", "plain", "approve", None),
+    ("ok", "plain", "approve", None),
+    ("OK 👍", "plain", "approve", None),
+    ("👍🏽", "plain", "approve", None),
+    ("LGTM", "plain", "approve", None),
+    ("Go ahead", "plain", "approve", None),
+    ("**approve**", "plain", "approve", None),
+    ("`approve`", "plain", "approve", None),
+    # with courtesy
+    ("approve, thanks", "plain", "approve", None),
+    ("Approved. Thank you!", "plain", "approve", None),
+    ("Hi, yes please. Thanks!", "plain", "approve", None),
+    ("ok thx", "plain", "approve", None),
+    ("Yes, just do it now, thanks", "plain", "approve", None),
+    # with the quoted original below, in several clients' forms
+    ("approve" + QUOTE, "plain", "approve", None),
+    ("Yes please" + QUOTE, "flowed", "approve", None),
+    ("ja" + GERMAN_QUOTE, "plain", "approve", None),
+    ("Approve" + OUTLOOK, "plain", "approve", None),
+    ("approve\n\n-----Original Message-----\nFrom: Pizza Bot\nSent: Monday\n\ndeny", "plain", "approve",
+     None),
+    # signatures
+    ("approve\n\nBest,\nAnna", "plain", "approve", None),
+    ("Yes\n\nCheers,\nAnna Meyer", "plain", "approve", None),
+    ("approve\n\n-- \nAnna Meyer\nHead of Operations\n+49 30 1234567", "plain", "approve", None),
+    # a signature without the "-- " line is not guessed away: it is more than an approval
+    ("approve\n\nAnna Meyer\nHead of Operations", "plain", "feedback", None),
+    ("approve\nThanks, but change the recipient first", "plain", "feedback", None),
+    ("approve\n\nBest,\nAnna\nP.S. only after Friday", "plain", "feedback", None),
+    # mobile
+    ("Yes\n\nSent from my iPhone", "plain", "approve", None),
+    ("approve\n\nVon meinem iPhone gesendet", "plain", "approve", None),
+    ("ok\n\nGet Outlook for iOS", "plain", "approve", None),
+    ("Approve\n\nSent from my iPhone\nactually no", "plain", "feedback", None),
+    # other languages
+    ("Ja, danke", "plain", "approve", None),
+    ("In Ordnung", "plain", "approve", None),
+    ("Oui, merci", "plain", "approve", None),
+    ("d'accord", "plain", "approve", None),
+    ("Sí, gracias", "plain", "approve", None),
+    ("de acuerdo", "plain", "approve", None),
+    ("Ja, aber erst morgen", "plain", "feedback", None),
+    ("Nein", "plain", "deny", ""),
+    # questions
+    ("approve? what does this do", "plain", "feedback", "approve? what does this do"),
+    ("what does this do?", "plain", "feedback", None),
+    ("Is that the right note? yes", "plain", "feedback", None),
+    ("Yes?", "plain", "unclear", None),
+    # conditions
+    ("yes, but change the recipient first", "plain", "feedback", "yes, but change the recipient first"),
+    ("approve if the note is empty", "plain", "feedback", None),
+    ("OK once the backup has run", "plain", "feedback", None),
+    ("yes after 5pm", "plain", "feedback", None),
+    ("approve, unless it is the shared note", "plain", "feedback", None),
+    ("yes, but \nonly after lunch", "flowed", "feedback", None),
+    # changes of mind
+    ("Okay... actually no.", "plain", "feedback", "Okay... actually no."),
+    ("yes. wait, no", "plain", "feedback", None),
+    ("approve\nno wait, don't", "plain", "feedback", None),
+    ("No, wait, yes", "plain", "feedback", None),
+    ("ok…", "plain", "unclear", None),
+    ("yes no", "plain", "unclear", None),
+    ("Not approved", "plain", "feedback", None),
+    ("don't approve", "plain", "feedback", None),
+    # "approve" only inside quoted text
+    ("> approve\n> yes", "plain", "unclear", None),
+    (QUOTE.strip(), "plain", "unclear", None),
+    ("Let me think about it." + QUOTE, "plain", "feedback", "Let me think about it."),
+    (OUTLOOK.strip() + "\napprove", "plain", "unclear", None),
+    ("-----Original Message-----\nFrom: Pizza Bot\nSent: Monday\n\napprove", "plain", "unclear", None),
+    ("<div><br></div>" + TB_QUOTE, "html", "unclear", None),
+    ("<div></div><blockquote>a<blockquote>b</blockquote>approve</blockquote>", "html", "unclear", None),
+    # edits
+    ('```json\n{"name": "b"}\n```', "plain", "edit", NOTE_B),
+    ('Use this:\n```json\n{"name": "b"}\n```', "plain", "edit", NOTE_B),
+    ('{\n  "name": "b"\n}', "plain", "edit", NOTE_B),
+    ('approve with this\n{"name": "b"}' + QUOTE, "plain", "edit", NOTE_B),
+    ('Can you use this instead?\n{"name": "b"}', "plain", "feedback", None),
+    ('{"name": }', "plain", "edit", None),
+    ('<div>{<br>&nbsp; "name": "b"<br>}</div><br>' + TB_QUOTE, "html", "edit", NOTE_B),
+    ('<div>Use this:</div><pre>{\n  "name": "b"\n}</pre>' + GMAIL_QUOTE, "html", "edit", NOTE_B),
+    ('<p>Use this:</p><pre>{\n  "name": "b"\n}</pre>', "alternative", "edit", NOTE_B),
+    # deny, with and without a reason
+    ("deny", "plain", "deny", ""),
+    ("deny: too early\nask me tomorrow", "plain", "deny", "too early ask me tomorrow"),
+    ("No, I still need it", "plain", "deny", "I still need it"),
+    ("Reject - wrong repo", "plain", "deny", "wrong repo"),
+    ("deny because this note is still \nneeded by the team" + QUOTE, "flowed", "deny",
+     "because this note is still needed by the team"),
+    ("no problem, go ahead", "plain", "feedback", None),
+    ("deny?", "plain", "unclear", None),
+    ("No? why not", "plain", "feedback", None),
+    # approve always
+    ("approve always", "plain", "approve_always", None),
+    ("Always approve, thanks", "plain", "approve_always", None),
+    ("yes, always", "plain", "approve_always", None),
+    ("approve always for this repo", "plain", "feedback", None),
+    ("approve always?", "plain", "unclear", None),
+    ("always", "plain", "unclear", None),
+    # empty, only courtesy
+    ("", "plain", "unclear", None),
+    ("Thanks!", "plain", "unclear", None),
+    ("\n\n-- \nAnna Meyer", "plain", "unclear", None),
+    # HTML
+    ("<div>Yes</div><div><br></div>" + TB_QUOTE, "html", "approve", None),
+    ('<div dir="ltr">approve</div>' + GMAIL_QUOTE, "html", "approve", None),
+    ("<p>approve</p><p>but only after lunch</p>", "html", "feedback", None),
+    ('<div>approve</div><div class="moz-signature">-- <br>Anna<br>wait, no</div>', "html", "approve", None),
+    ("<html><head><style>p{}</style><title>yes</title></head><body><p>deny: not now</p></body></html>",
+     "html", "deny", "not now"),
+    ("<p>approve</p>", "alternative", "approve", None),
+    # interrupted calls
+    ("retry", "plain", "retry", None),
+    ("skip please", "plain", "skip", None),
+    ("retry?", "plain", "unclear", None),
+]
+
+
+def _mail(body: str, shape: str) -> EmailMessage:
+    msg = EmailMessage(policy=SMTP)
+    msg["From"] = "Anna Meyer <me@pizzamail.localhost>"
+    msg["To"], msg["Subject"] = "bot@pizzamail.localhost", "Re: Clean up my notes"
+    if shape == "alternative":  # an HTML composer's plain part: the block flattened onto one line
+        msg.set_content(" ".join(body.replace("<p>", " ").replace("</p>", " ").replace("<pre>", " ")
+                                 .replace("</pre>", " ").split()))
+        msg.add_alternative(body, subtype="html")
+    else:
+        msg.set_content(body, subtype="html" if shape == "html" else "plain")
+    if shape == "flowed":
+        msg.set_param("format", "flowed")
+    return parse_message(msg.as_bytes())
+
+
+def _check(decision: Decision, kind: str, expected: Any) -> None:
+    assert decision.kind == kind, decision
+    if kind == "edit":
+        assert decision.arguments == expected
+        assert bool(decision.error) == (expected is None)
+    elif isinstance(expected, str):
+        assert decision.note == expected
+    if kind == "unclear":
+        assert decision.error
+
+
+@pytest.mark.parametrize(("typed", "shape", "kind", "expected"), ROWS,
+                         ids=[f"{i}-{shape}-{kind}" for i, (_, shape, kind, _) in enumerate(ROWS)])
+def test_a_real_world_reply_makes_its_decision(typed: str, shape: str, kind: str, expected: Any) -> None:
+    _check(read_decision(_mail(typed, shape)), kind, expected)
+
+
+def test_the_table_covers_every_shape_and_outcome() -> None:
+    assert len(ROWS) >= 60
+    assert {shape for _, shape, _, _ in ROWS} == {"plain", "flowed", "html", "alternative"}
+    assert {kind for _, _, kind, _ in ROWS} >= {"approve", "approve_always", "deny", "edit", "feedback",
+                                                 "unclear", "retry", "skip"}
