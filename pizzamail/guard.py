@@ -13,10 +13,10 @@ The gate answers three threats with one mechanism:
   failure spends a token of one bucket (``burst``, refilled at ``rate`` a second), so however many
   connections guess, at most ``burst + rate * seconds`` guesses are checked; a correct password
   spends nothing, so with nobody guessing a login never waits.
-- **Locking the owner out by guessing.** The turn goes to the connection waiting longest since its
-  last failure (a failure sends a connection to the back of the line), and the next in line is never
-  dropped. A correct password therefore waits only for the connections that were already waiting
-  when it came, at ``1 / rate`` seconds each, and never for a guess made after it.
+- **Locking the owner out by guessing.** Checks take their turns in the order they were asked for
+  (each connection has one at a time), and the next in line is never dropped. A correct password
+  therefore waits only for the checks asked for before it, at ``1 / rate`` seconds each (at most one
+  per connection in the room), and never for a guess made after it.
 """
 
 from __future__ import annotations
@@ -73,8 +73,8 @@ class Visitor:
     drop: Callable[[str], None]
     """closes the connection, telling the client why"""
     admitted: int
-    place: int
-    """its place in the line for password checks: its admission, renewed by each failure"""
+    place: int = 0
+    """its place in the line of password checks (taken when it asks)"""
     failures: int = 0
     timer: asyncio.TimerHandle | None = None
 
@@ -90,7 +90,7 @@ class Gate:
     """seconds a connection has to log in"""
     burst: int = 10
     """failed logins checked at once before the rate applies"""
-    rate: float = 2.0
+    rate: float = 5.0
     """failed logins checked per second once the burst is spent"""
     clock: Callable[[], float] = time.monotonic
     checked: int = 0
@@ -109,15 +109,16 @@ class Gate:
         """Password checks waiting for their turn."""
         return len(self._waiting)
 
-    def __len__(self) -> int:
+    @property
+    def visitors(self) -> int:
+        """Connections waiting to log in."""
         return len(self._visitors)
 
     def admit(self, drop: Callable[[str], None]) -> Visitor:
         """A new connection; when the room is full another one is dropped to make room."""
         if len(self._visitors) >= self.room:
             self._evict()
-        order = next(self._order)
-        visitor = Visitor(drop=drop, admitted=order, place=order)
+        visitor = Visitor(drop=drop, admitted=next(self._order))
         visitor.timer = asyncio.get_running_loop().call_later(
             self.deadline, self._expel, visitor, f"Log in within {self.deadline:g} seconds")
         self._visitors.add(visitor)
@@ -137,6 +138,7 @@ class Gate:
 
     async def check(self, visitor: Visitor, verify: Callable[[], T | None]) -> T | None:
         """``verify()`` (who these credentials are, or None) once it is this connection's turn."""
+        visitor.place = next(self._order)
         self._waiting.add(visitor)
         try:
             await self._turn(visitor)
@@ -148,7 +150,6 @@ class Gate:
         if found is None:
             self._failures.take()
             visitor.failures += 1
-            visitor.place = next(self._order)
         else:
             self.leave(visitor)
         return found
