@@ -17,6 +17,9 @@ The gate answers three threats with one mechanism:
   (each connection has one at a time), and the next in line is never dropped. A correct password
   therefore waits only for the checks asked for before it, at ``1 / rate`` seconds each (at most one
   per connection in the room), and never for a guess made after it.
+
+All of it lives in memory, not in the store: it guards one running process, and a restart (which a
+client cannot cause) only gives a guesser one more burst.
 """
 
 from __future__ import annotations
@@ -173,7 +176,8 @@ class Gate:
 
     def _evict(self) -> None:
         # the next in line keeps its place: it is checked within 1/rate seconds
-        candidates = [v for v in self._visitors if v is not self._next()]
+        keep = self._next()
+        candidates = [v for v in self._visitors if v is not keep]
         if candidates:
             victim = max(candidates, key=lambda v: (v.failures, -v.admitted))
             self._expel(victim, "Too many connections are waiting to log in")
