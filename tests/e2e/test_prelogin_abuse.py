@@ -9,6 +9,7 @@ import asyncio
 import base64
 import contextlib
 import imaplib
+import resource
 import smtplib
 from pathlib import Path
 
@@ -108,3 +109,21 @@ async def test_abuse_before_login_neither_grows_the_server_nor_locks_the_owner_o
               + ", +".join(f"{g / MB:.1f}" for g in growth) + " MB")
         await close(held)
     await asyncio.to_thread(owner_is_served, served)
+
+
+async def test_idle_smtp_connections_cannot_use_up_the_servers_descriptors(served: Served) -> None:
+    """SMTP had no cap at all: a thousand idle connections took every descriptor of a server with
+    the common limit of 1024, so IMAP and SMTP could accept no one, the owner included."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < 2400:  # this test's own end of the connections
+        resource.setrlimit(resource.RLIMIT_NOFILE, (min(4096, hard), hard))
+    served.start()
+    assert served.proc is not None
+    resource.prlimit(served.proc.pid, resource.RLIMIT_NOFILE, (1024, 1024))
+    held: list[Conn] = []
+    try:
+        held += [await opened(served.smtp) for _ in range(1100)]
+        await asyncio.to_thread(owner_is_served, served)
+    finally:
+        await close(held)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
