@@ -105,10 +105,12 @@ async def test_abuse_before_login_neither_grows_the_server_nor_locks_the_owner_o
         growth.append(rss(pid) - baseline)
         assert growth[-1] < 50 * MB
     finally:
-        print(f"RSS {baseline // MB} MB at start; after idle, literals, guesses: +"
-              + ", +".join(f"{g / MB:.1f}" for g in growth) + " MB")
         await close(held)
     await asyncio.to_thread(owner_is_served, served)
+    growth.append(rss(pid) - baseline)
+    print(f"RSS {baseline // MB} MB at start; after idle, literals, guesses, all closed: +"
+          + ", +".join(f"{g / MB:.1f}" for g in growth) + " MB")
+    assert growth[-1] < 50 * MB
 
 
 async def test_idle_smtp_connections_cannot_use_up_the_servers_descriptors(served: Served) -> None:
