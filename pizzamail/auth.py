@@ -42,6 +42,8 @@ class Login:
     """the NAME of its ``[senders.NAME]`` section; empty for the owner"""
     approve: bool = True
     """its mail may decide approvals (the owner: still only from an address on the approver list)"""
+    rate: int = 0
+    """mails a minute it may send (a sender's ``rate``); the owner's are not limited"""
 
     @property
     def address(self) -> str:
@@ -101,7 +103,8 @@ def sender_logins(config: Config, secrets: SecretStore) -> tuple[Login, ...]:
         password = secrets.get(sender_key(name)) if sender.enabled else None
         if password:
             logins.append(Login(user=sender.login(name), password=password, sender=name,
-                                addresses=frozenset({sender.address.lower()}), approve=sender.approve))
+                                addresses=frozenset({sender.address.lower()}), approve=sender.approve,
+                                rate=sender.rate))
     return tuple(logins)
 
 

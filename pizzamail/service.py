@@ -21,6 +21,7 @@ from pizzamail.auth import Accounts, accounts_for, approvers, password_command, 
 from pizzamail.composer import Composer
 from pizzamail.config import Config
 from pizzamail.errors import ConfigError
+from pizzamail.guard import Gate
 from pizzamail.home import Home, write_private
 from pizzamail.imap import start_imap_server
 from pizzamail.intake.smtp import IntakeHandler, start_smtp_server
@@ -77,6 +78,9 @@ class Service:
     _tasks: set[asyncio.Task[object]] = field(default_factory=set)
     _poke_scheduler: Callable[[], None] = lambda: None
     """set once the scheduler exists (the tools are made before it): schedule_task pokes it"""
+    _gate: Gate = field(default_factory=Gate)
+    """SMTP and IMAP connections before login, and every password check, in one place: guessing
+    is limited across both protocols, and nobody without the password can lock the owner out"""
 
     async def run(self, stop: asyncio.Event, ready: Callable[[Listening], None]) -> None:
         check_bind(self.config, self.tls)
@@ -116,7 +120,7 @@ class Service:
         server = self.config.server
         imap = await start_imap_server(
             host=server.host, port=server.imap_port, mailbox=mailbox, accounts=self.accounts(),
-            tls=self.tls, tls_port=server.imaps_port if self.tls else None,
+            tls=self.tls, tls_port=server.imaps_port if self.tls else None, gate=self._gate,
         )
         stack.push_async_callback(imap.close)
         hooks = Hooks(store=store, blobs=blobs, config=self.config, secrets=self.secrets,
@@ -175,7 +179,7 @@ class Service:
         server = await start_smtp_server(
             host=settings.host, port=settings.smtp_port, handler=handler,
             max_size=settings.max_message_size, tls=self.tls,
-            require_tls=not is_loopback(settings.host),
+            require_tls=not is_loopback(settings.host), gate=self._gate,
         )
         stack.push_async_callback(_close_server, server)
         return int(server.sockets[0].getsockname()[1])

@@ -268,3 +268,18 @@ def test_doctor_reports_each_sender(tmp_path: Path) -> None:
     assert "`pizzamail account password --sender cron`" in before
     run(home, "account", "password", "--sender", "cron")
     assert "senders   cron (login cron, cron@localhost) password stored" in run(home, "doctor").output
+
+
+async def test_a_sender_beyond_its_rate_is_told_to_retry_later(
+    store: Store, blobs: BlobStore, keys: SecretStore
+) -> None:
+    async with intake(store, blobs, keys, sender_config(rate=2)) as opened:
+        for n in range(2):
+            data = mail(From=CRON, Message_ID=f"<r{n}@cron>")
+            assert (await asyncio.to_thread(submit, opened, data, **as_cron()))[0] == 250
+        code, text = await asyncio.to_thread(refused, opened, mail(From=CRON), **as_cron())
+        assert (code, text) == (450, "4.7.1 sender cron may send 2 mails a minute; try again in a minute")
+        owner = {"login": ("me", OWNER_PW), "sender": OWNER}
+        assert (await asyncio.to_thread(submit, opened, mail(From=OWNER), **owner))[0] == 250  # not limited
+    assert await count(store, "messages") == 3
+    assert parse_config({"senders": {"cron": {"address": CRON}}}).senders["cron"].rate == 30

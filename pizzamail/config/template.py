@@ -78,6 +78,7 @@ _TOOLS_EXAMPLE = [
     "# [senders.cron]",
     '# address = "cron@localhost"     # the From it sends as; login: the NAME (or user = "…")',
     "# approve = false                # its mail may not decide approvals",
+    "# rate = 30                      # mails a minute; more are answered 450 (its mailer retries)",
     "",
 ]
 

@@ -126,6 +126,8 @@ class SenderSettings:
     user: str = setting("", "its SMTP login name (default: the section's NAME)",
                         lambda v: user_problem(v) if v else None)
     approve: bool = setting(False, "true lets its mail decide approvals (default: it may not)")
+    rate: int = setting(30, "mails accepted per minute (burst of the same size); more are"
+                        " answered 450, so its mailer retries later", positive)
     policy: dict[str, str] = setting({}, "tool glob -> auto, ask or deny for the runs its mail starts"  # noqa: RUF009
                                      " (on top of [tools.policy])", policies_problem)
     enabled: bool = setting(True, "false refuses its logins")

@@ -86,12 +86,13 @@ def _plain(response: bytes) -> tuple[bytes, bytes, bytes]:
 
 
 async def _check(s: Session, user: bytes, password: bytes) -> bytes:
-    if s.shared.accounts.check(user, password):
+    # the gate orders and rates the checks of every connection, SMTP's too
+    if await s.shared.gate.check(s.conn.visitor, lambda: s.shared.accounts.check(user, password) or None):
         s.state = State.AUTHENTICATED
         return b"[CAPABILITY " + s.capabilities() + b"] Logged in"
     s.failed_logins += 1
     limits = s.shared.limits
-    # The delay makes password guessing slow; the limit ends a guessing connection.
+    # The delay slows a guessing connection further; the limit ends it.
     await asyncio.sleep(limits.login_delay)
     if s.failed_logins >= limits.max_failed_logins:
         await s.conn.send(b"* BYE Too many failed logins\r\n")

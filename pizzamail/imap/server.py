@@ -16,6 +16,7 @@ import ssl
 from collections.abc import Callable
 
 from pizzamail.auth import Accounts
+from pizzamail.guard import Gate, Visitor
 from pizzamail.imap.capabilities import peer_is_loopback
 from pizzamail.imap.commands import COMMANDS
 from pizzamail.imap.parser import literal_at_end, peek_tag
@@ -35,14 +36,16 @@ class FramingError(Exception):
 
 class Connection:
     def __init__(
-        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, limits: Limits, *,
-        secure: bool, local: bool,
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, *, secure: bool, local: bool,
     ) -> None:
         self.reader = reader
         self.writer = writer
-        self.limits = limits
         self.secure = secure
         self.local = local
+        #: its place at the gate until it logs in (set as soon as the server admits it)
+        self.visitor: Visitor
+        #: what the client is told when the server ends the conversation
+        self.farewell = b"* BYE pizzamail is shutting down\r\n"
         self._out = bytearray()
 
     async def start_tls(self, context: ssl.SSLContext, handshake_timeout: float) -> None:
@@ -90,8 +93,11 @@ class Connection:
             except asyncio.LimitOverrunError as exc:
                 await self.reader.readexactly(exc.consumed)
 
-    async def read_command(self) -> bytes | None:
-        """A whole command: its lines and literals, as sent. None at end of stream."""
+    async def read_command(self, limit: int, refusal: bytes = b"Literal too large") -> bytes | None:
+        """A whole command: its lines and literals, as sent. None at end of stream.
+
+        Its literals together may have ``limit`` bytes; a command with more is answered with
+        ``NO [TOOBIG] refusal`` and no continuation (so nothing larger is ever held)."""
         line = await self.read_line()
         if line is None:
             return None
@@ -99,8 +105,9 @@ class Connection:
         parts = [line]
         while (announced := literal_at_end(line)) is not None:
             size, sync = announced
-            if size > self.limits.max_literal:
-                await self._refuse_literal(tag, size, sync)
+            if size > limit:
+                await self._refuse_literal(tag, size, sync, refusal)
+            limit -= size
             if sync:
                 await self.send(b"+ Ready for literal data\r\n")
                 await self.flush()
@@ -112,7 +119,7 @@ class Connection:
             line = next_line
         return b"".join(parts)
 
-    async def _refuse_literal(self, tag: bytes, size: int, sync: bool) -> None:
+    async def _refuse_literal(self, tag: bytes, size: int, sync: bool, refusal: bytes) -> None:
         """Too big: a synchronising literal is simply not asked for; a LITERAL+ one is already
         on its way, so it and the rest of its command are read and dropped."""
         if not sync:
@@ -123,7 +130,7 @@ class Connection:
                 if announced is None or announced[1]:
                     break
                 size = announced[0]
-        raise FramingError(tag + b" NO [TOOBIG] Literal too large\r\n")
+        raise FramingError(tag + b" NO [TOOBIG] " + refusal + b"\r\n")
 
     async def _discard(self, size: int) -> None:
         while size > 0:
@@ -155,7 +162,9 @@ class ImapServer:
     """Our IMAP listener; ``close()`` stops listening and ends every session, IDLE ones too.
 
     ``port`` is the plain listener (STARTTLS when a TLS context is given), ``tls_port`` the
-    implicit-TLS one (None when not listening for it).
+    implicit-TLS one (None when not listening for it). A connection waits at the ``gate`` (shared
+    with SMTP) until it logs in; ``Limits.max_connections`` counts only logged-in ones, so nobody
+    without the password can fill it.
     """
 
     def __init__(self, shared: Shared, is_local: Callable[[object], bool]) -> None:
@@ -164,18 +173,19 @@ class ImapServer:
         self.port = 0
         self.tls_port: int | None = None
         self._servers: list[asyncio.Server] = []
-        self._sessions: set[asyncio.Future[None]] = set()
+        self._sessions: dict[asyncio.Future[None], Connection] = {}
         self._handlers: set[asyncio.Task[None]] = set()
 
     @classmethod
     async def start(
         cls, *, host: str, port: int, mailbox: Mailbox, accounts: Accounts, limits: Limits | None = None,
         tls: ssl.SSLContext | None = None, tls_port: int | None = None,
-        is_local: Callable[[object], bool] = peer_is_loopback,
+        is_local: Callable[[object], bool] = peer_is_loopback, gate: Gate | None = None,
     ) -> ImapServer:
         """``is_local`` decides from a peer address whether plain-text passwords are safe."""
         limits = limits or Limits()
-        self = cls(Shared(mailbox=mailbox, accounts=accounts, limits=limits, tls=tls), is_local)
+        shared = Shared(mailbox=mailbox, accounts=accounts, limits=limits, tls=tls, gate=gate or Gate())
+        self = cls(shared, is_local)
         try:
             plain = await asyncio.start_server(
                 functools.partial(self._serve, secure=False), host, port, limit=limits.max_line)
@@ -202,6 +212,10 @@ class ImapServer:
             await server.wait_closed()
         self._servers = []
 
+    def logged_in(self) -> int:
+        """Connections past the gate."""
+        return sum(1 for conn in self._sessions.values() if not self.shared.gate.inside(conn.visitor))
+
     async def _serve(
         self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, *, secure: bool
     ) -> None:
@@ -209,13 +223,14 @@ class ImapServer:
         # asyncio created for this callback (Python 3.11 reports a cancelled one as an error).
         handler = asyncio.current_task()
         assert handler is not None
-        if len(self._sessions) >= self.shared.limits.max_connections:
+        if self.logged_in() >= self.shared.limits.max_connections:
             await _refuse(writer, b"* BYE [UNAVAILABLE] Too many connections; try again later\r\n")
             return
         local = self.is_local(writer.get_extra_info("peername"))
-        conn = Connection(reader, writer, self.shared.limits, secure=secure, local=local)
+        conn = Connection(reader, writer, secure=secure, local=local)
         conversation = asyncio.ensure_future(self._converse(conn))
-        self._sessions.add(conversation)
+        conn.visitor = self.shared.gate.admit(functools.partial(_drop, conn, conversation))
+        self._sessions[conversation] = conn
         self._handlers.add(handler)
         try:
             await conversation
@@ -224,7 +239,8 @@ class ImapServer:
         except Exception:
             log.exception("IMAP connection failed")
         finally:
-            self._sessions.discard(conversation)
+            self.shared.gate.leave(conn.visitor)
+            del self._sessions[conversation]
             await conn.close()
             self._handlers.discard(handler)
 
@@ -233,7 +249,7 @@ class ImapServer:
             await self._commands(conn)
         except asyncio.CancelledError:
             with contextlib.suppress(ConnectionError, RuntimeError):
-                conn.writer.write(b"* BYE pizzamail is shutting down\r\n")
+                conn.writer.write(conn.farewell)
             raise
 
     async def _commands(self, conn: Connection) -> None:
@@ -242,7 +258,7 @@ class ImapServer:
         while True:
             try:
                 async with asyncio.timeout(self.shared.limits.idle_timeout):
-                    raw = await conn.read_command()
+                    raw = await conn.read_command(*session.literal_limit())
             except FramingError as exc:
                 await conn.send(exc.response)
                 continue
@@ -251,6 +267,12 @@ class ImapServer:
                 return
             if raw is None or not await session.handle(raw):
                 return
+
+
+def _drop(conn: Connection, conversation: asyncio.Future[None], why: str) -> None:
+    """The gate ends a connection that has not logged in."""
+    conn.farewell = b"* BYE " + why.encode("ascii", "replace") + b"\r\n"
+    conversation.cancel()
 
 
 async def _refuse(writer: asyncio.StreamWriter, line: bytes) -> None:
@@ -264,13 +286,14 @@ async def _refuse(writer: asyncio.StreamWriter, line: bytes) -> None:
 
 async def start_imap_server(
     *, host: str, port: int, mailbox: Mailbox, accounts: Accounts,
-    tls: ssl.SSLContext | None = None, tls_port: int | None = None,
+    tls: ssl.SSLContext | None = None, tls_port: int | None = None, gate: Gate | None = None,
 ) -> ImapServer:
     """Listen for IMAP on ``host:port`` (0 picks a free port; see ``ImapServer.port``).
 
     With ``tls`` the plain port offers STARTTLS, and ``tls_port`` (0 = any free port, see
     ``ImapServer.tls_port``) also listens for implicit TLS. Without TLS, passwords are accepted
-    only from loopback peers.
+    only from loopback peers. ``gate`` is where connections wait until they log in (``serve``
+    shares one with SMTP).
     """
     return await ImapServer.start(host=host, port=port, mailbox=mailbox, accounts=accounts, tls=tls,
-                                  tls_port=tls_port)
+                                  tls_port=tls_port, gate=gate)

@@ -18,6 +18,7 @@ from typing import Protocol
 import pizzamail
 from pizzamail.auth import Accounts
 from pizzamail.errors import ImapError, PizzamailError
+from pizzamail.guard import Gate, Visitor
 from pizzamail.imap import capabilities, wire
 from pizzamail.imap.parser import Command, NoArgs, Words, parse_command, peek_tag
 from pizzamail.imap.view import Extensions, RecentClaims, View
@@ -46,6 +47,8 @@ class Connection(Protocol):
     secure: bool
     #: the peer is this machine, so a plain-text password never crosses a network
     local: bool
+    #: its place at the gate, where its password checks wait their turn
+    visitor: Visitor
 
     async def send(self, data: bytes) -> None:
         """Queue a response; it goes out at the latest before the next read."""
@@ -76,20 +79,26 @@ class SessionEnd(Exception):
 class Limits:
     """Per-connection limits; the defaults are what ``pizzamail serve`` uses."""
 
-    #: seconds a failed login waits before answering (slows password guessing)
+    #: seconds a failed login waits before answering (slows one connection's guessing; the
+    #: gate limits everyone's together)
     login_delay: float = 1.0
     #: failed logins after which the connection is closed
     max_failed_logins: int = 3
-    #: autologout after this many idle seconds (RFC 3501 §5.4: at least 30 minutes)
+    #: autologout after this many idle seconds once logged in (RFC 3501 §5.4: at least 30
+    #: minutes; before login the gate's much shorter deadline applies)
     idle_timeout: float = 31 * 60
     #: longest command line, literals excluded
     max_line: int = 64 * 1024
-    #: largest literal (an APPENDed message)
+    #: the literals of one command together (an APPENDed message)
     max_literal: int = 64 * 1024 * 1024
+    #: the same before login, where nothing larger than a user name or password is needed: an
+    #: unknown client must not make us hold megabytes
+    max_literal_before_login: int = 8 * 1024
     #: seconds a TLS handshake (implicit or after STARTTLS) may take
     tls_handshake_timeout: float = 30.0
-    #: connections served at once; one more is greeted with BYE (a phone and a few desktops
-    #: need a handful each, so this only stops a runaway client from exhausting descriptors)
+    #: logged-in connections served at once; one more is greeted with BYE (a phone and a few
+    #: desktops need a handful each, so this only stops a runaway client of the owner's from
+    #: exhausting descriptors). Connections before login wait at the gate, not here.
     max_connections: int = 256
 
 
@@ -103,6 +112,8 @@ class Shared:
     #: the server's certificate and key; None means no STARTTLS and no implicit TLS
     tls: ssl.SSLContext | None = None
     claims: RecentClaims = field(default_factory=RecentClaims)
+    #: connections before login and their password checks (shared with SMTP in ``serve``)
+    gate: Gate = field(default_factory=Gate)
 
 
 Handler = Callable[["Session", Command], Awaitable[bytes]]
@@ -145,6 +156,14 @@ class Session:
         if self.state is State.NOT_AUTHENTICATED:
             return capabilities.before_login(starttls=self.starttls_offered, plaintext_ok=self.plaintext_ok)
         return capabilities.after_login()
+
+    def literal_limit(self) -> tuple[int, bytes]:
+        """How many literal bytes a command may carry now, and the refusal of more."""
+        limits = self.shared.limits
+        if self.state is State.NOT_AUTHENTICATED:
+            most = limits.max_literal_before_login
+            return most, b"Literal too large; before login at most %d bytes" % most
+        return limits.max_literal, b"Literal too large"
 
     def greeting(self) -> bytes:
         return b"* OK [CAPABILITY " + self.capabilities() + b"] pizzamail ready\r\n"

@@ -15,7 +15,7 @@ import logging
 import ssl
 import warnings
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from aiosmtpd.smtp import SMTP, AuthResult, Envelope, LoginPassword, Session
@@ -25,6 +25,7 @@ from pizzamail.approvals.intake import draft_action, record_decision, routed_act
 from pizzamail.auth import Accounts, Login
 from pizzamail.composer import Composer
 from pizzamail.errors import PizzamailError, SmtpRefusal
+from pizzamail.guard import Gate, TokenBucket, Visitor
 from pizzamail.intake.parse import ParsedMail, parse_mail
 from pizzamail.intake.tasks import Stored, store_task
 from pizzamail.store import Store
@@ -62,6 +63,7 @@ class IntakeHandler:
     requests are not treated as decisions"""
     approvers: frozenset[str] = frozenset()
     """who may decide approvals (lower case)"""
+    _rates: dict[str, TokenBucket] = field(default_factory=dict)
 
     async def handle_MAIL(
         self, server: SMTP, session: Session, envelope: Envelope, address: str,
@@ -76,6 +78,9 @@ class IntakeHandler:
                 550, "5.7.1", f"<{address}> may not send tasks here; send from your own address"
                 f" ({login.address})"
             ).smtp_reply()
+        if not self._within_rate(login):
+            return SmtpRefusal(450, "4.7.1", f"sender {login.sender} may send {login.rate} mails a minute;"
+                               " try again in a minute").smtp_reply()
         envelope.mail_from = address
         envelope.mail_options.extend(mail_options)
         return "250 2.1.0 OK"
@@ -92,6 +97,13 @@ class IntakeHandler:
         # pending draft (RCPT comes before the message that says which draft it is)
         envelope.rcpt_tos.append(address)
         return "250 2.1.5 OK"
+
+    def _within_rate(self, login: Login) -> bool:
+        """A program of ``[senders.NAME]`` gets ``rate`` mails a minute (a runaway script must not
+        flood the agent); refused ones come back, since 450 tells a mailer to retry later."""
+        if not login.sender:
+            return True
+        return self._rates.setdefault(login.sender, TokenBucket(rate=login.rate)).take()
 
     def _check_recipient(self, login: Login, envelope: Envelope, address: str) -> None:
         if self.is_agent(address):
@@ -225,24 +237,82 @@ def authenticator(accounts: Accounts) -> Callable[..., AuthResult]:
     return check
 
 
+@dataclass(frozen=True)
+class _Credentials:
+    mechanism: str
+    auth_data: Any
+
+
+def _later(server: SMTP, session: Session, envelope: Envelope, mechanism: str, auth_data: Any) -> AuthResult:
+    # aiosmtpd calls its authenticator synchronously; the check itself waits for its turn at the
+    # gate in Submission, so here the credentials are only handed on
+    return AuthResult(success=False, handled=True, auth_data=_Credentials(mechanism, auth_data))
+
+
+class Submission(SMTP):
+    """aiosmtpd's SMTP behind the gate (shared with IMAP): a connection waits there until it logs
+    in (dropped with 421 when it takes too long or the room is needed), and its password is
+    checked in turn with everyone else's."""
+
+    def __init__(self, handler: IntakeHandler, *, gate: Gate, **kwargs: Any) -> None:
+        self.gate = gate
+        self.visitor: Visitor | None = None
+        self._check = authenticator(handler.accounts)
+        super().__init__(handler, authenticator=_later, **kwargs)
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        super().connection_made(transport)
+        if self.visitor is None:  # not again after STARTTLS
+            self.visitor = self.gate.admit(self._drop)
+
+    def connection_lost(self, error: Exception | None) -> None:
+        if self.visitor is not None:
+            self.gate.leave(self.visitor)
+        super().connection_lost(error)
+
+    def _drop(self, why: str) -> None:
+        if isinstance(self.transport, asyncio.WriteTransport):
+            self.transport.write(f"421 4.7.0 {why}; closing\r\n".encode())
+            self.transport.close()
+
+    async def auth_PLAIN(self, server: SMTP, args: list[str]) -> AuthResult:
+        return await self._in_turn(await super().auth_PLAIN(server, args))
+
+    async def auth_LOGIN(self, server: SMTP, args: list[str]) -> AuthResult:
+        return await self._in_turn(await super().auth_LOGIN(server, args))
+
+    async def _in_turn(self, result: AuthResult) -> AuthResult:
+        given = result.auth_data
+        if not isinstance(given, _Credentials) or self.visitor is None:
+            return result  # the mechanism already failed (bad base64, cancelled)
+        assert self.session is not None and self.envelope is not None
+
+        def verify() -> AuthResult | None:
+            checked = self._check(self, self.session, self.envelope, given.mechanism, given.auth_data)
+            return checked if checked.success else None
+
+        return await self.gate.check(self.visitor, verify) or AuthResult(success=False, handled=False)
+
+
 async def start_smtp_server(
     *, host: str, port: int, handler: IntakeHandler, max_size: int,
-    tls: ssl.SSLContext | None = None, require_tls: bool = False,
+    tls: ssl.SSLContext | None = None, require_tls: bool = False, gate: Gate | None = None,
 ) -> asyncio.Server:
     """Serve SMTP submission inside the running loop (no thread).
 
     With ``tls`` STARTTLS is offered; ``require_tls`` (a bind beyond loopback) makes it mandatory
-    before anything else, so no password crosses a network in clear text.
+    before anything else, so no password crosses a network in clear text. ``gate`` is where
+    connections wait until they log in (``serve`` shares one with IMAP).
     """
+    gate = gate or Gate()
 
     def factory() -> SMTP:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # the per-connection "AUTH without TLS" warning
-            return SMTP(
-                handler, hostname=handler.domain, ident="pizzamail", data_size_limit=max_size,
+            return Submission(
+                handler, gate=gate, hostname=handler.domain, ident="pizzamail", data_size_limit=max_size,
                 auth_required=True, auth_require_tls=require_tls, tls_context=tls,
-                require_starttls=require_tls, authenticator=authenticator(handler.accounts),
-                enable_SMTPUTF8=True,
+                require_starttls=require_tls, enable_SMTPUTF8=True,
             )
 
     loop = asyncio.get_running_loop()

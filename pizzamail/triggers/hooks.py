@@ -13,8 +13,7 @@ import hashlib
 import hmac
 import json
 import time
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Mapping
 from typing import Any
 from urllib.parse import parse_qs
 
@@ -106,24 +105,3 @@ def render_prompt(template: str, payload: Any, *, hook: str) -> str:
         return TEMPLATES.from_string(template).render(payload=payload, hook=hook, payload_text=pretty)
     except jinja2.TemplateError as exc:
         raise Rejected(422, f"the hook's prompt template failed on this payload: {exc}") from None
-
-
-@dataclass(kw_only=True)
-class TokenBucket:
-    """``rate`` deliveries per minute, bursts up to ``rate``."""
-
-    rate: int
-    clock: Callable[[], float] = time.monotonic
-    _tokens: float = -1.0
-    _at: float = field(default=0.0)
-
-    def take(self) -> bool:
-        current = self.clock()
-        if self._tokens < 0:
-            self._tokens, self._at = float(self.rate), current
-        self._tokens = min(float(self.rate), self._tokens + (current - self._at) * self.rate / 60.0)
-        self._at = current
-        if self._tokens < 1.0:
-            return False
-        self._tokens -= 1.0
-        return True

@@ -18,12 +18,12 @@ from starlette.routing import Route
 
 from pizzamail import __version__
 from pizzamail.config import Config, HookSettings
+from pizzamail.guard import TokenBucket
 from pizzamail.secrets import SecretStore
 from pizzamail.store import Store, now
 from pizzamail.store.blobs import BlobStore
 from pizzamail.triggers.hooks import (
     Rejected,
-    TokenBucket,
     check_bearer,
     check_hmac,
     read_payload,

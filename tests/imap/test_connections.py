@@ -6,6 +6,7 @@ import asyncio
 
 from imaptools import ACCOUNTS, Client, connect
 
+from pizzamail.guard import Gate
 from pizzamail.imap import ImapServer, Limits
 from pizzamail.mailbox import Mailbox
 
@@ -39,4 +40,39 @@ async def test_one_more_than_the_cap_is_told_to_come_back(mailbox: Mailbox) -> N
     finally:
         for client in held:
             await client.close()
+        await server.close()
+
+
+async def test_idle_connections_never_lock_the_owner_out(mailbox: Mailbox, sample: list[bytes]) -> None:
+    # more than max_connections (256) idle connections that never log in
+    server = await ImapServer.start(host="127.0.0.1", port=0, mailbox=mailbox, accounts=ACCOUNTS,
+                                    limits=Limits(login_delay=0.01))
+    idle = [await connect(server, login=False) for _ in range(300)]
+    try:
+        owner = await connect(server)  # asserts the login
+        lines = await owner.command(b"S SELECT INBOX")
+        assert lines[-1].startswith(b"S OK") and f"* {len(sample)} EXISTS\r\n".encode() in lines
+        await owner.close()
+        # the room holds 128: the oldest idle ones were sent away to make room
+        assert await idle[0].line() == b"* BYE Too many connections are waiting to log in\r\n"
+        assert await idle[-1].command(b"N NOOP") == [b"N OK NOOP completed\r\n"]
+    finally:
+        for client in idle:
+            await client.close()
+        await server.close()
+
+
+async def test_a_connection_must_log_in_within_the_deadline(mailbox: Mailbox) -> None:
+    server = await ImapServer.start(host="127.0.0.1", port=0, mailbox=mailbox, accounts=ACCOUNTS,
+                                    limits=Limits(login_delay=0.01), gate=Gate(deadline=0.2))
+    try:
+        idle = await connect(server, login=False)
+        assert await idle.line() == b"* BYE Log in within 0.2 seconds\r\n"
+        assert await asyncio.wait_for(idle.reader.read(), 5) == b""
+        await idle.close()
+        owner = await connect(server)
+        await asyncio.sleep(0.4)  # past the deadline: it applies only before login
+        assert await owner.command(b"N NOOP") == [b"N OK NOOP completed\r\n"]
+        await owner.close()
+    finally:
         await server.close()

@@ -49,3 +49,23 @@ async def test_authenticate_login_cancel_and_bad_base64(server: ImapServer) -> N
             b"c NO unsupported mechanism CRAM-MD5; use PLAIN or LOGIN\r\n"]
     finally:
         await c.close()
+
+
+async def test_before_login_a_large_literal_is_refused_without_a_continuation(server: ImapServer) -> None:
+    c = await connect(server, login=False)
+    try:
+        await c.send(b"a LOGIN {100000}\r\n")  # far below the fixture's max_literal (1 MiB)
+        assert await c.line() == b"a NO [TOOBIG] Literal too large; before login at most 8192 bytes\r\n"
+        # literals that add up count together: the second one is refused before it is sent
+        await c.send(b"b LOGIN {5000}\r\n")
+        assert await c.line() == b"+ Ready for literal data\r\n"
+        await c.send(b"m" * 5000 + b" {5000}\r\n")
+        assert await c.line() == b"b NO [TOOBIG] Literal too large; before login at most 8192 bytes\r\n"
+        await c.send(b"c LOGIN {2}\r\n")
+        assert await c.line() == b"+ Ready for literal data\r\n"
+        await c.send(b"me pw\r\n")
+        assert (await c.line()).startswith(b"c OK [CAPABILITY IMAP4rev1 ")
+        await c.send(b"d NOOP {100000+}\r\n" + b"x" * 100000 + b"\r\n")  # after login: allowed
+        assert await c.line() == b"d BAD unexpected extra arguments (at byte 6)\r\n"
+    finally:
+        await c.close()
