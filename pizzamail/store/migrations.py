@@ -306,6 +306,21 @@ MIGRATIONS: list[tuple[str, str]] = [
         ALTER TABLE runs ADD COLUMN source TEXT
         """,
     ),
+    (
+        # Webhook signatures accepted, per hook: pizzamail's own scheme does not sign the delivery id,
+        # so the same signed request under a new id must be caught by its signature. A row is needed
+        # only while its signed timestamp could still pass the tolerance window; older ones are pruned.
+        "014_webhook_signatures",
+        """
+        CREATE TABLE webhook_signatures(
+            hook TEXT NOT NULL,
+            digest TEXT NOT NULL,
+            signed_at INTEGER NOT NULL,
+            PRIMARY KEY (hook, digest)
+        );
+        CREATE INDEX webhook_signatures_signed_at ON webhook_signatures(signed_at)
+        """,
+    ),
 ]
 
 

@@ -16,7 +16,7 @@ import pytest
 
 from pizzamail.home import Home
 from pizzamail.secrets import secret_store
-from pizzamail.triggers.hooks import sign
+from pizzamail.triggers.signatures import sign
 from tests.e2e.harness import Served, serve_env, task_mail, write_config
 from tests.e2e.test_roundtrip import connect, fetch_all, idle_until_exists
 from tests.fakes.openai_server import FakeOpenAI, text, tool_call
