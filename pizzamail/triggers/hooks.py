@@ -74,8 +74,8 @@ def json_depth(text: str, *, stop: int = MAX_DEPTH) -> int:
             deepest = max(deepest, depth)
             if deepest > stop:
                 break
-        else:
-            depth -= 1
+        else:  # never below 0: a stray closer must not make room for more openers
+            depth = max(depth - 1, 0)
     return deepest
 
 
