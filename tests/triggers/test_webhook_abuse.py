@@ -347,6 +347,20 @@ async def test_a_form_or_text_sent_as_json_is_a_400_and_odd_content_types_are_te
 async def test_a_template_that_fails_on_a_payload_is_a_422_without_internals(site: Site) -> None:
     body = json.dumps({"a": 1, "b": "two"}).encode()  # int + str inside the owner's template
     await refused(site, await site.post("sum", body, pizzamail_headers(body, "t")), 422, "prompt template")
+    assert site.store is not None  # the owner sees why (`pizzamail triggers`)
+    row = await site.store.fetchone("SELECT last_outcome FROM hooks WHERE name = 'sum'")
+    assert row is not None and "TypeError: unsupported operand" in row["last_outcome"]
+
+
+async def test_a_bug_of_ours_is_a_500_without_internals(site: Site, monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(*_: object) -> None:
+        raise RuntimeError("internal state at /home/me/.secret")
+
+    monkeypatch.setattr("pizzamail.web.read_payload", broken)
+    answer = await site.post("gh", BODY, pizzamail_headers(BODY, "bug"))
+    assert answer.status_code == 500 and answer.json()["ok"] is False
+    assert "secret" not in answer.text and not LEAK.search(answer.text)
+    assert await site.threads() == 0
 
 
 async def test_a_huge_rendering_is_refused_and_a_huge_payload_is_shown_compact(site: Site) -> None:
