@@ -5,6 +5,7 @@
     ├── SecretMissing         a credential that is not stored anywhere (names the command that sets it)
     ├── SmtpRefusal           an SMTP command refused with a specific code (550, 552, 535 …)
     ├── ImapError             an IMAP command that fails: tagged NO (or BAD when ``bad`` is set)
+    ├── HttpRefusal           an HTTP request refused (a webhook delivery): a 4xx status and a JSON reason
     ├── ProviderError         a model provider failed; ``retryable`` says whether trying again may help
     │   └── ProviderNotConfigured   no usable provider: the mail explains how to configure one
     ├── RunError              a run that cannot go on (step limit, broken checkpoint)
@@ -105,6 +106,22 @@ class ImapError(PizzamailError):
         status = b" BAD " if self.bad else b" NO "
         code = f"[{self.code}] ".encode("ascii") if self.code else b""
         return tag + status + code + _imap_text(self.message) + b"\r\n"
+
+
+class HttpRefusal(PizzamailError):
+    """An HTTP request refused with ``status``; ``message`` goes to the client, ``detail`` only to the owner.
+
+    ``detail`` holds what the client must not see or cannot use (an error inside the owner's prompt
+    template, say): it goes to the log and to ``pizzamail triggers``.
+    """
+
+    def __init__(self, status: int, message: str, *, detail: str | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.detail = detail
+
+    def http_body(self) -> dict[str, object]:
+        return {"ok": False, "error": self.message}
 
 
 class ProviderError(PizzamailError):

@@ -44,7 +44,7 @@ def tz_check(value: str) -> str | None:
 
 
 CATCH_UP = ("once", "skip")
-HOOK_AUTH = ("hmac", "bearer")
+HOOK_AUTH = ("hmac", "standard", "bearer")
 HOOK_THREAD = ("new", "one")
 
 
@@ -75,8 +75,8 @@ class HookSettings:
     ``policy`` names it (see :mod:`pizzamail.triggers.policy`).
     """
 
-    auth: str = setting("hmac", "hmac (X-Pizzamail-Signature) or bearer (Authorization: Bearer)",
-                        one_of(HOOK_AUTH))
+    auth: str = setting("hmac", "hmac (X-Pizzamail-Signature), standard (Standard Webhooks:"
+                        " webhook-signature) or bearer (Authorization: Bearer)", one_of(HOOK_AUTH))
     prompt: str = setting("", "Jinja2 template for the task, given payload (default: the payload)",
                           template_check)
     thread: str = setting("new", "new (a thread per delivery) or one (one thread for this hook)",

@@ -316,6 +316,20 @@ MIGRATIONS: list[tuple[str, str]] = [
         """,
     ),
     (
+        # Webhook signatures accepted, per hook: pizzamail's own scheme does not sign the delivery id,
+        # so the same signed request under a new id must be caught by its signature. A row is needed
+        # only while its signed timestamp could still pass the tolerance window; older ones are pruned.
+        "014_webhook_signatures",
+        """
+        CREATE TABLE webhook_signatures(
+            hook TEXT NOT NULL,
+            digest TEXT NOT NULL,
+            signed_at INTEGER NOT NULL,
+            PRIMARY KEY (hook, digest)
+        );
+        CREATE INDEX webhook_signatures_signed_at ON webhook_signatures(signed_at)
+        """,
+    ),    (
         # A call a standing rule ("approve always") let run without asking: which rule, the exact
         # arguments and when, so the run's mail can say so (X-Pizzamail-Decision) like any decision.
         # rule_action: the action whose "approve always" made the rule (the rule may be revoked later).
@@ -335,6 +349,7 @@ MIGRATIONS: list[tuple[str, str]] = [
         )
         """,
     ),
+
 ]
 
 

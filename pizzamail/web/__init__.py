@@ -7,31 +7,36 @@ shutdown directly (not ``Server.serve``, which would take over SIGINT/SIGTERM fr
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import uvicorn
 from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from pizzamail import __version__
 from pizzamail.config import Config, HookSettings
+from pizzamail.errors import HttpRefusal
 from pizzamail.guard import TokenBucket
 from pizzamail.secrets import SecretStore
 from pizzamail.store import Store, now
 from pizzamail.store.blobs import BlobStore
-from pizzamail.triggers.hooks import (
-    Rejected,
-    check_bearer,
-    check_hmac,
-    read_payload,
-    render_prompt,
-)
+from pizzamail.store.deliveries import link_run, remember, seen_before
+from pizzamail.triggers.hooks import read_payload, render_prompt
 from pizzamail.triggers.post import TriggerMail, post_task
+from pizzamail.triggers.signatures import WINDOW, Delivery, check
 
 log = logging.getLogger("pizzamail.web")
+
+#: the most header bytes a request may carry (h11, under uvicorn, caps only headers still arriving)
+MAX_HEADER_BYTES = 16 * 1024
+#: what a replay refused as such says, by what gave it away
+_REPLAYED = {"delivery": "delivery {id!r} was received before",
+             "signature": "this signature was used before: a replayed delivery is not run again"}
 
 
 @dataclass(kw_only=True)
@@ -49,44 +54,53 @@ class Hooks:
         name = request.path_params["name"]
         try:
             run_id, thread_id = await self._receive(name, request)
-        except Rejected as exc:
-            await self._outcome(name, f"rejected {exc.status}: {exc.reason}")
-            return JSONResponse({"ok": False, "error": exc.reason}, status_code=exc.status)
+        except HttpRefusal as exc:
+            if exc.detail:
+                log.warning("hook %s: %s", name, exc.detail)
+            await self._outcome(name, f"refused {exc.status}: {exc.detail or exc.message}")
+            return JSONResponse(exc.http_body(), status_code=exc.status)
         self.on_stored()
         return JSONResponse({"ok": True, "run": run_id, "thread": thread_id}, status_code=202)
 
     async def _receive(self, name: str, request: Request) -> tuple[int, int]:
+        if sum(len(k) + len(v) for k, v in request.scope["headers"]) > MAX_HEADER_BYTES:
+            raise HttpRefusal(431, f"request headers larger than {MAX_HEADER_BYTES} bytes")
         settings = self.config.hooks.get(name)
         if settings is None:
-            raise Rejected(404, f"no hook {name!r} (add [hooks.{name}] to config.toml)")
+            raise HttpRefusal(404, f"no hook {name[:40]!r} (add [hooks.NAME] to config.toml)")
         body = await _body(request, settings.max_body)
         delivery = self._authenticate(name, settings, request, body)
+        await self._refuse_replay(name, delivery)  # before the rate limit: replays use up no tokens
         if not self._buckets.setdefault(name, TokenBucket(rate=settings.rate)).take():
-            raise Rejected(429, f"more than {settings.rate} deliveries a minute")
+            raise HttpRefusal(429, f"more than {settings.rate} deliveries a minute")
         payload = read_payload(request.headers.get("content-type", ""), body)
-        text = render_prompt(settings.prompt, payload, hook=name)
+        # a template or a pretty-printed payload may grow well past the body; twice max_body is room
+        text = render_prompt(settings.prompt, payload, hook=name, limit=2 * settings.max_body + 65536)
         return await self._record(name, settings, delivery, text)
 
-    def _authenticate(self, name: str, settings: HookSettings, request: Request, body: bytes) -> str:
+    def _authenticate(self, name: str, settings: HookSettings, request: Request, body: bytes) -> Delivery:
         secret = self.secrets.get(f"hook:{name}")
         if not secret:
-            raise Rejected(401, f"hook {name!r} has no secret yet (`pizzamail keys set hook:{name}`)")
-        if settings.auth == "bearer":
-            check_bearer(secret, request.headers)
-            return request.headers.get("x-pizzamail-delivery", "")
-        return check_hmac(secret, request.headers, body)
+            raise HttpRefusal(401, f"hook {name!r} has no secret yet (`pizzamail keys set hook:{name}`)")
+        return check(settings.auth, secret, request.headers, body)
 
-    async def _record(self, name: str, settings: HookSettings, delivery: str, text: str) -> tuple[int, int]:
+    async def _refuse_replay(self, name: str, delivery: Delivery) -> None:
+        seen = await seen_before(self.store, name, delivery.id, delivery.digest)
+        if seen:
+            raise HttpRefusal(409, _REPLAYED[seen].format(id=delivery.id))
+
+    async def _record(
+        self, name: str, settings: HookSettings, delivery: Delivery, text: str
+    ) -> tuple[int, int]:
         config = self.config
         mail = TriggerMail(subject=f"Webhook: {name}", text=text, source=f"hook:{name}",
                            sender=config.account.address, agent=config.agent.address, domain=config.domain)
         async with self.store.write() as db:
-            if delivery:
-                cursor = await db.execute(
-                    "INSERT INTO deliveries(hook, delivery_id, received_at) VALUES (?, ?, ?)"
-                    " ON CONFLICT(hook, delivery_id) DO NOTHING", (name, delivery, now()))
-                if cursor.rowcount == 0:
-                    raise Rejected(409, f"delivery {delivery!r} was received before")
+            # kept twice the window: a clock set back a little must not revive a forgotten signature
+            seen = await remember(db, name, delivery.id, delivery.digest, signed_at=delivery.signed_at,
+                                  forget_before=int(time.time()) - 2 * WINDOW)
+            if seen:
+                raise HttpRefusal(409, _REPLAYED[seen].format(id=delivery.id))
             async with db.execute("SELECT thread_id FROM hooks WHERE name = ?", (name,)) as rows:
                 row = await rows.fetchone()
             thread_id = row["thread_id"] if row is not None and settings.thread == "one" else None
@@ -96,9 +110,7 @@ class Hooks:
                 " ON CONFLICT(name) DO UPDATE SET thread_id = excluded.thread_id, last_at = excluded.last_at,"
                 " last_outcome = excluded.last_outcome",
                 (name, posted.thread_id, now(), f"run {posted.run_id}"))
-            if delivery:
-                await db.execute("UPDATE deliveries SET run_id = ? WHERE hook = ? AND delivery_id = ?",
-                                 (posted.run_id, name, delivery))
+            await link_run(db, name, delivery.id, posted.run_id)
         return posted.run_id, posted.thread_id
 
     async def _outcome(self, name: str, outcome: str) -> None:
@@ -114,14 +126,26 @@ class Hooks:
 async def _body(request: Request, limit: int) -> bytes:
     declared = request.headers.get("content-length", "")
     if declared.isdigit() and int(declared) > limit:
-        raise Rejected(413, f"body larger than {limit} bytes")
+        raise HttpRefusal(413, f"body larger than {limit} bytes")
     chunks, size = [], 0
     async for chunk in request.stream():
         size += len(chunk)
         if size > limit:
-            raise Rejected(413, f"body larger than {limit} bytes")
+            raise HttpRefusal(413, f"body larger than {limit} bytes")
         chunks.append(chunk)
     return b"".join(chunks)
+
+
+async def _http_error(_: Request, exc: Exception) -> JSONResponse:
+    """Starlette's own refusals (no such route, wrong method) in the same JSON shape as ours."""
+    assert isinstance(exc, HTTPException)
+    return JSONResponse({"ok": False, "error": exc.detail}, status_code=exc.status_code, headers=exc.headers)
+
+
+async def _server_error(_: Request, exc: Exception) -> JSONResponse:
+    # Starlette logs the traceback after this answer; the client learns only that it was our fault
+    return JSONResponse({"ok": False, "error": "internal error (the details are in pizzamail's log)"},
+                        status_code=500)
 
 
 def create_app(hooks: Hooks) -> Starlette:
@@ -132,7 +156,7 @@ def create_app(hooks: Hooks) -> Starlette:
     return Starlette(routes=[
         Route("/health", health, methods=["GET"]),
         Route("/hooks/{name}", hooks.receive, methods=["POST"]),
-    ])
+    ], exception_handlers={HTTPException: _http_error, Exception: _server_error})
 
 
 @dataclass(kw_only=True)

@@ -16,12 +16,13 @@ import pytest
 
 from pizzamail.home import Home
 from pizzamail.secrets import secret_store
-from pizzamail.triggers.hooks import sign
+from pizzamail.triggers.signatures import sign, sign_standard
 from tests.e2e.harness import Served, serve_env, task_mail, write_config
 from tests.e2e.test_roundtrip import connect, fetch_all, idle_until_exists
 from tests.fakes.openai_server import FakeOpenAI, text, tool_call
 
 SECRET = "hook-secret-for-e2e"
+WHSEC = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"  # the Standard Webhooks spec's example secret
 
 
 @pytest.fixture
@@ -29,8 +30,11 @@ def served_hook(tmp_path: Path, fake_openai: FakeOpenAI) -> Iterator[Served]:
     home = tmp_path / "home"
     write_config(home, base_url=fake_openai.base_url)
     with (home / "config.toml").open("a") as config:
-        config.write('\n[hooks.deploys]\nprompt = "Deploy {{ payload.version }} finished: check it"\n')
+        config.write('\n[hooks.deploys]\nprompt = "Deploy {{ payload.version }} finished: check it"\n'
+                     '[hooks.billing]\nauth = "standard"\n'
+                     'prompt = "{{ payload.type }}: {{ payload.data.id }}"\n')
     secret_store(Home(root=home)).set("hook:deploys", SECRET)
+    secret_store(Home(root=home)).set("hook:billing", WHSEC)
     server = Served(home=home, env=serve_env(home))
     yield server
     if server.proc is not None:
@@ -41,6 +45,16 @@ def _post(served: Served, body: bytes, *, secret: str, delivery: str) -> httpx.R
     stamp = str(int(time.time()))
     headers = {"Content-Type": "application/json", "X-Pizzamail-Timestamp": stamp,
                "X-Pizzamail-Delivery": delivery, "X-Pizzamail-Signature": sign(secret, stamp, body)}
+    return httpx.post(f"http://127.0.0.1:{served.http}/hooks/deploys", content=body, headers=headers,
+                      timeout=10)
+
+
+def _post_standard(served: Served, body: bytes, headers: dict[str, str]) -> httpx.Response:
+    return httpx.post(f"http://127.0.0.1:{served.http}/hooks/billing", content=body, headers=headers,
+                      timeout=10)
+
+
+def _post_legacy(served: Served, body: bytes, headers: dict[str, str]) -> httpx.Response:
     return httpx.post(f"http://127.0.0.1:{served.http}/hooks/deploys", content=body, headers=headers,
                       timeout=10)
 
@@ -77,6 +91,40 @@ async def test_a_signed_webhook_gets_a_reply_in_inbox_and_a_bad_signature_nothin
     assert "Deploy 1.2 looks healthy." in _plain(reply)
     assert "Deploy 1.2 finished: check it" in str(fake_openai.requests[0].messages[-1]["content"])
     assert _threads(served) == 1
+
+
+async def test_a_standard_webhook_gets_a_reply_and_no_replay_runs_after_a_restart(
+    served_hook: Served, fake_openai: FakeOpenAI
+) -> None:
+    fake_openai.script([text("Invoice 7 is paid: nothing to do."), text("Deploy 2.0 looks healthy.")])
+    served = served_hook.start()
+    body = json.dumps({"type": "invoice.paid", "data": {"id": 7}}).encode()
+    stamp = str(int(time.time()))
+    standard = {"Content-Type": "application/json", "webhook-id": "msg_7", "webhook-timestamp": stamp,
+                "webhook-signature": sign_standard(WHSEC, "msg_7", stamp, body)}
+    client = await connect(served)
+    accepted = await asyncio.to_thread(_post_standard, served, body, standard)
+    assert accepted.status_code == 202, accepted.text
+    await idle_until_exists(client, 2)
+    await client.logout()
+    [(_, task), (_, reply)] = fetch_all(served)
+    assert task["X-Pizzamail-Source"] == "hook:billing" and reply["In-Reply-To"] == task["Message-ID"]
+    assert "Invoice 7 is paid" in _plain(reply)
+    assert "invoice.paid: 7" in str(fake_openai.requests[0].messages[-1]["content"])
+    deploy, stamp = json.dumps({"version": "2.0"}).encode(), str(int(time.time()))
+    legacy = {"Content-Type": "application/json", "X-Pizzamail-Timestamp": stamp,
+              "X-Pizzamail-Delivery": "d1", "X-Pizzamail-Signature": sign(SECRET, stamp, deploy)}
+    assert (await asyncio.to_thread(_post_legacy, served, deploy, legacy)).status_code == 202
+    served.wait_for("run 2 done")
+
+    served.stop()
+    served.start()
+    again = await asyncio.to_thread(_post_standard, served, body, standard)
+    assert again.status_code == 409 and "received before" in again.json()["error"]
+    # today's scheme does not sign the delivery id: the signature is what may not come twice
+    renamed = await asyncio.to_thread(_post_legacy, served, deploy, {**legacy, "X-Pizzamail-Delivery": "d2"})
+    assert renamed.status_code == 409 and "signature was used before" in renamed.json()["error"]
+    assert _threads(served) == 2
 
 
 def test_schedule_run_twice_from_the_cli_replies_in_one_thread(

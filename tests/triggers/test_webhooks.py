@@ -15,7 +15,7 @@ from pizzamail.secrets import secret_store
 from pizzamail.store import Store
 from pizzamail.store.blobs import BlobStore
 from pizzamail.store.threads import thread_messages
-from pizzamail.triggers.hooks import sign
+from pizzamail.triggers.signatures import sign
 from pizzamail.web import Hooks, create_app, start_http_server
 
 SECRET = "s3cret-for-tests"

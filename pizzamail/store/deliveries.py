@@ -1,0 +1,50 @@
+"""Webhook deliveries remembered, so that none runs twice, also across restarts.
+
+A delivery id is kept for good (its row names the run it started). A signature is kept while its
+signed timestamp could still pass the tolerance window; after that the window refuses it anyway.
+"""
+
+from __future__ import annotations
+
+import aiosqlite
+
+from pizzamail.store import Store, now
+
+
+async def seen_before(store: Store, hook: str, delivery_id: str, digest: str) -> str | None:
+    """``"delivery"`` or ``"signature"`` when either was accepted before, else None (a read only: the
+    caller still records with :func:`remember`, which decides a race)."""
+    if delivery_id and await store.fetchone(
+            "SELECT 1 FROM deliveries WHERE hook = ? AND delivery_id = ?", (hook, delivery_id)):
+        return "delivery"
+    if digest and await store.fetchone(
+            "SELECT 1 FROM webhook_signatures WHERE hook = ? AND digest = ?", (hook, digest)):
+        return "signature"
+    return None
+
+
+async def remember(db: aiosqlite.Connection, hook: str, delivery_id: str, digest: str, *,
+                   signed_at: int, forget_before: int) -> str | None:
+    """Inside the delivery's transaction: record its id and signature, or name the one seen before.
+
+    Signatures signed before ``forget_before`` (Unix seconds) are dropped on the way."""
+    if delivery_id:
+        cursor = await db.execute(
+            "INSERT INTO deliveries(hook, delivery_id, received_at) VALUES (?, ?, ?)"
+            " ON CONFLICT(hook, delivery_id) DO NOTHING", (hook, delivery_id, now()))
+        if cursor.rowcount == 0:
+            return "delivery"
+    if digest:
+        await db.execute("DELETE FROM webhook_signatures WHERE signed_at < ?", (forget_before,))
+        cursor = await db.execute(
+            "INSERT INTO webhook_signatures(hook, digest, signed_at) VALUES (?, ?, ?)"
+            " ON CONFLICT(hook, digest) DO NOTHING", (hook, digest, signed_at))
+        if cursor.rowcount == 0:
+            return "signature"
+    return None
+
+
+async def link_run(db: aiosqlite.Connection, hook: str, delivery_id: str, run_id: int) -> None:
+    if delivery_id:
+        await db.execute("UPDATE deliveries SET run_id = ? WHERE hook = ? AND delivery_id = ?",
+                         (run_id, hook, delivery_id))
