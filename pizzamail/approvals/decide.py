@@ -12,16 +12,16 @@ into text before that.
 
 from __future__ import annotations
 
-import email.policy
 import html
 import json
 import re
 from dataclasses import dataclass
 from email.message import EmailMessage, MIMEPart
-from email.parser import BytesParser
 from typing import Any, Literal
 
 from mailparser_reply import EmailReplyParser
+
+from pizzamail.intake.parse import parse_bytes
 
 Kind = Literal["approve", "approve_always", "deny", "edit", "feedback", "retry", "skip", "ignore",
                "send", "expire"]
@@ -89,9 +89,7 @@ def route(msg: EmailMessage, recipients: list[str]) -> Route:
 
 
 def parse_message(raw: bytes) -> EmailMessage:
-    msg = BytesParser(policy=email.policy.default).parsebytes(raw)
-    assert isinstance(msg, EmailMessage)
-    return msg
+    return parse_bytes(raw)
 
 
 def reply_text(msg: EmailMessage) -> str:

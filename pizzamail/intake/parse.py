@@ -2,7 +2,8 @@
 
 The stdlib parser with the modern policy never gives up on a message; header access can still
 raise on malformed values, so every field is read defensively and a message we cannot understand
-still yields a task whose body says what arrived.
+still yields a task whose body says what arrived. Every stdlib parse of a mail goes through
+:func:`parse_bytes`, which bounds how deep the MIME tree goes.
 """
 
 from __future__ import annotations
@@ -13,9 +14,38 @@ import re
 from dataclasses import dataclass
 from email.message import EmailMessage, Message, MIMEPart
 from email.parser import BytesParser
+from typing import Self
 
 _MSGID = re.compile(r"<([^<>\s]+)>")
 _TAGS = re.compile(r"<[^>]*>")
+
+MAX_DEPTH = 100
+"""MIME nesting below which a part is one opaque piece of bytes. Real mail nests a few levels (a
+forward of a forward of a forward is six); the stdlib's parser and everything that walks its tree
+(get_body, walk, as_bytes) recurse once or more per level, so a mail 1,000 levels deep would hit
+Python's recursion limit in whoever reads it."""
+CLIPPED_NOTE = (f"[This mail nests its parts more than {MAX_DEPTH} levels deep; the parts below that"
+                " depth were not read.]")
+
+
+class BoundedMessage(EmailMessage):
+    """A part that knows its depth: at ``MAX_DEPTH`` its type reads as application/octet-stream,
+    so the parser keeps the rest of its bytes as its payload instead of descending further."""
+
+    depth = 0
+
+    def attach(self, payload: Self) -> None:  # type: ignore[override]  # as MIMEPart.attach in typeshed
+        # The parser attaches a new part to its parent before it reads the part's header, so the
+        # depth is known by the time the part's type decides whether to descend.
+        payload.depth = self.depth + 1
+        super().attach(payload)
+
+    @property
+    def clipped(self) -> bool:
+        return self.depth >= MAX_DEPTH
+
+    def get_content_type(self) -> str:
+        return "application/octet-stream" if self.clipped else super().get_content_type()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -40,16 +70,27 @@ class ParsedMail:
         return refs
 
 
+def parse_bytes(raw: bytes) -> EmailMessage:
+    """The stdlib's parse of a mail (modern policy), its tree at most ``MAX_DEPTH`` deep."""
+    msg = BytesParser(BoundedMessage, policy=email.policy.default).parsebytes(raw)
+    assert isinstance(msg, BoundedMessage)
+    return msg
+
+
+def is_clipped(msg: EmailMessage) -> bool:
+    """Whether parts of ``msg`` lie beyond ``MAX_DEPTH`` (and were kept as opaque bytes)."""
+    return any(isinstance(part, BoundedMessage) and part.clipped for part in msg.walk())
+
+
 def parse_mail(raw: bytes) -> ParsedMail:
-    msg = BytesParser(policy=email.policy.default).parsebytes(raw)
-    assert isinstance(msg, EmailMessage)
+    msg = parse_bytes(raw)
     return ParsedMail(
         message_id=_first_id(_header(msg, "Message-ID")),
         in_reply_to=_first_id(_header(msg, "In-Reply-To")),
         references=message_ids(_header(msg, "References")),
         subject=" ".join(_header(msg, "Subject").split()),
         sender=_address(_header(msg, "From")),
-        body=_body_text(msg),
+        body="\n\n".join(filter(None, [_body_text(msg), CLIPPED_NOTE if is_clipped(msg) else ""])),
         attachments=_attachment_names(msg),
     )
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sqlite3
 import ssl
 import warnings
 from collections.abc import Callable
@@ -108,6 +109,8 @@ class IntakeHandler:
             stored = await self._accept(raw, envelope, session_login(session))
         except PizzamailError as exc:
             return exc.smtp_reply()
+        except Exception as exc:  # answered here, not by aiosmtpd, so the session resets for the next mail
+            return await self.handle_exception(exc)
         if stored.duplicate:
             return "250 2.0.0 already received; not stored twice"
         self.on_stored(stored)
@@ -115,6 +118,12 @@ class IntakeHandler:
             return f"250 2.0.0 decision recorded in thread {stored.thread_id}"
         log.info("task stored: thread %s run %s (%d bytes)", stored.thread_id, stored.run_id, len(raw))
         return f"250 2.0.0 stored as thread {stored.thread_id}"
+
+    async def handle_exception(self, error: Exception) -> str:
+        """aiosmtpd's hook for an error that no handler turned into a reply: the details go to the
+        log, the wire gets a reply that says what to do (try again later, or not)."""
+        log.error("SMTP: unexpected %s", type(error).__name__, exc_info=error)
+        return unexpected(error).smtp_reply()
 
     async def _accept(self, raw: bytes, envelope: Envelope, login: Login) -> Stored:
         parsed = _checked_sender(parse_mail(raw), envelope, login)
@@ -185,6 +194,20 @@ class IntakeHandler:
         return _base_address(recipients[0]) if recipients else min(self.agents)
 
 
+_TRANSIENT = (OSError, sqlite3.OperationalError, MemoryError)
+"""Failures of the machine (disk, database busy, memory) rather than of the mail: trying again later
+can succeed, so the client keeps the mail and retries."""
+
+
+def unexpected(error: Exception) -> SmtpRefusal:
+    """The reply to an error nobody expected: 4xx when it may pass, else a 5xx so the sender learns
+    at once that the mail was not taken. Never the exception's own text."""
+    if isinstance(error, _TRANSIENT):
+        return SmtpRefusal(451, "4.3.0", "pizzamail could not store this mail just now; try again later")
+    return SmtpRefusal(554, "5.3.0", "pizzamail could not take this mail (an internal error, written to"
+                       " its log); nothing was stored")
+
+
 def _base_address(address: str) -> str:
     """``bot+token@x`` -> ``bot@x``, lower case."""
     local, _, domain = address.lower().partition("@")
@@ -225,6 +248,30 @@ def authenticator(accounts: Accounts) -> Callable[..., AuthResult]:
     return check
 
 
+class _Submission(SMTP):
+    """aiosmtpd's SMTP, except that in DATA, once logged in, a line may be as long as the mail.
+
+    RFC 5321 caps a line at 1,000 bytes, and aiosmtpd answers "500 Line too long" to any longer run
+    without CRLF. A text file with LF line ends, as a program sends it (``curl -T report.txt``), is
+    one such run however short its lines. Everything that reads a stored mail also ends lines at a
+    bare LF (and the Maildir copy is rewritten with CRLF), so such a mail is taken as it is; the
+    end of DATA is still only CRLF.CRLF. Commands, and sessions that have not logged in, keep the
+    short limit: nobody buffers megabytes before AUTH.
+    """
+
+    async def smtp_DATA(self, arg: str) -> None:
+        if not (self.session and self.session.authenticated and self.data_size_limit):
+            await super().smtp_DATA(arg)
+            return
+        reader, limit = self._reader, self.data_size_limit + 2
+        reader._limit = self.line_length_limit = limit  # type: ignore[attr-defined]
+        try:
+            await super().smtp_DATA(arg)
+        finally:
+            reader._limit = SMTP.line_length_limit  # type: ignore[attr-defined]
+            del self.line_length_limit  # back to the class's RFC limit
+
+
 async def start_smtp_server(
     *, host: str, port: int, handler: IntakeHandler, max_size: int,
     tls: ssl.SSLContext | None = None, require_tls: bool = False,
@@ -238,7 +285,7 @@ async def start_smtp_server(
     def factory() -> SMTP:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # the per-connection "AUTH without TLS" warning
-            return SMTP(
+            return _Submission(
                 handler, hostname=handler.domain, ident="pizzamail", data_size_limit=max_size,
                 auth_required=True, auth_require_tls=require_tls, tls_context=tls,
                 require_starttls=require_tls, authenticator=authenticator(handler.accounts),
