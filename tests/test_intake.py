@@ -14,7 +14,7 @@ import pytest
 
 from pizzamail.auth import Accounts
 from pizzamail.intake import smtp as intake_smtp
-from pizzamail.intake.parse import parse_mail
+from pizzamail.intake.parse import MAX_HEADER, MAX_REFERENCES, parse_mail
 from pizzamail.intake.smtp import IntakeHandler, start_smtp_server
 from pizzamail.intake.tasks import Stored
 from pizzamail.store import Store
@@ -223,6 +223,21 @@ def test_parse_reads_threading_headers_and_encoded_subject() -> None:
     )
     assert (parsed.subject, parsed.sender, parsed.message_id) == ("héllo", "me@pizzamail.localhost", "a@b")
     assert parsed.thread_refs() == ["x@y", "z@w"]
+
+
+def test_parse_reads_only_so_much_of_a_huge_header() -> None:
+    # the modern policy's parser is quadratic in a value's words: 1 MB of them would take minutes
+    refs = b" ".join(b"<r%d@x>" % n for n in range(5_000))
+    parsed = parse_mail(b"Subject: " + b"word " * 200_000 + b"\r\nReferences: " + refs + b"\r\n\r\nhi\r\n")
+    assert parsed.subject.startswith("word word") and len(parsed.subject) <= MAX_HEADER
+    assert len(parsed.references) == MAX_REFERENCES
+    first, second, *_, last = parsed.references
+    assert (first, second, last) == ("r0@x", "r4901@x", "r4999@x")  # the thread's start, the newest
+
+
+def test_parse_reads_8_bit_message_ids_as_utf8() -> None:
+    parsed = parse_mail(b"Message-ID: <caf\xc3\xa9-\xff@x>\r\nIn-Reply-To: <\xe9@y>\r\n\r\nhi\r\n")
+    assert (parsed.message_id, parsed.in_reply_to) == ("caf\u00e9-\ufffd@x", "\ufffd@y")
 
 
 def test_parse_html_only_mail_gives_text() -> None:

@@ -21,7 +21,7 @@ from typing import Any, Literal
 
 from mailparser_reply import EmailReplyParser
 
-from pizzamail.intake.parse import parse_bytes
+from pizzamail.intake.parse import header_text, message_ids, parse_bytes
 
 Kind = Literal["approve", "approve_always", "deny", "edit", "feedback", "retry", "skip", "ignore",
                "send", "expire"]
@@ -79,12 +79,12 @@ def plus_token(address: str) -> str | None:
 
 def route(msg: EmailMessage, recipients: list[str]) -> Route:
     nonces = [t for t in (plus_token(r) for r in recipients) if t]
-    parsed = parse_approval_header(str(msg.get("X-Pizzamail-Approval", "") or ""))
+    parsed = parse_approval_header(header_text(msg, "X-Pizzamail-Approval"))
     if parsed is not None:
         nonces.append(parsed[1])
     # In-Reply-To only: References of a later reply in the thread still name the request, and such
     # a reply is a new task, not a decision
-    ids = re.findall(r"<([^<>\s]+)>", str(msg.get("In-Reply-To", "") or ""))
+    ids = message_ids(header_text(msg, "In-Reply-To"))
     return Route(nonces=tuple(dict.fromkeys(nonces)), message_ids=tuple(dict.fromkeys(ids)))
 
 

@@ -18,6 +18,14 @@ from typing import Self
 
 _MSGID = re.compile(r"<([^<>\s]+)>")
 _TAGS = re.compile(r"<[^>]*>")
+_LINE_BREAK = re.compile(r"[\r\n]")
+
+MAX_HEADER = 16_384
+"""Characters of a header value that are parsed (the rest is cut): the modern policy's parser takes
+time that grows with the square of a value's words, so a 1 MB Subject would hold up everything."""
+MAX_REFERENCES = 100
+"""Message-IDs kept from References: the first (the thread's start) and the newest. Threading needs
+no more, and each one is looked up when the mail is stored."""
 
 MAX_DEPTH = 100
 """MIME nesting below which a part is one opaque piece of bytes. Real mail nests a few levels (a
@@ -83,13 +91,17 @@ def is_clipped(msg: EmailMessage) -> bool:
 
 
 def parse_mail(raw: bytes) -> ParsedMail:
-    msg = parse_bytes(raw)
+    return parsed_mail(parse_bytes(raw))
+
+
+def parsed_mail(msg: EmailMessage) -> ParsedMail:
+    """What a task needs of a mail :func:`parse_bytes` parsed."""
     return ParsedMail(
-        message_id=_first_id(_header(msg, "Message-ID")),
-        in_reply_to=_first_id(_header(msg, "In-Reply-To")),
-        references=message_ids(_header(msg, "References")),
-        subject=" ".join(_header(msg, "Subject").split()),
-        sender=_address(_header(msg, "From")),
+        message_id=_first_id(_raw_value(msg, "Message-ID")),
+        in_reply_to=_first_id(_raw_value(msg, "In-Reply-To")),
+        references=_trimmed(message_ids(_raw_value(msg, "References"))),
+        subject=header_text(msg, "Subject"),
+        sender=_address(header_text(msg, "From")),
         body="\n\n".join(filter(None, [_body_text(msg), CLIPPED_NOTE if is_clipped(msg) else ""])),
         attachments=_attachment_names(msg),
     )
@@ -104,13 +116,10 @@ def _first_id(value: str) -> str | None:
     return ids[0] if ids else None
 
 
-def _header(msg: EmailMessage, name: str) -> str:
-    try:
-        value = msg.get(name)
-    except (ValueError, IndexError, TypeError):
-        # a header the modern policy cannot parse: fall back to its raw text
-        value = next((v for k, v in msg.raw_items() if k.lower() == name.lower()), None)
-    return str(value) if value is not None else ""
+def _trimmed(references: list[str]) -> list[str]:
+    if len(references) <= MAX_REFERENCES:
+        return references
+    return references[:1] + references[1 - MAX_REFERENCES:]
 
 
 def _address(value: str) -> str | None:
@@ -151,10 +160,19 @@ def _attachment_names(msg: EmailMessage) -> list[str]:
 
 
 def header_text(msg: Message, name: str) -> str:
-    """One header as a single line of text ('' when absent); a header the modern policy cannot
-    parse falls back to its raw text rather than failing the whole mail."""
+    """The first ``name`` header as a single line of text, encoded words decoded ('' when absent).
+    Only its first ``MAX_HEADER`` characters are read; a value the modern policy cannot parse
+    falls back to its raw text rather than failing the whole mail."""
+    raw = _LINE_BREAK.sub("", _raw_value(msg, name)[:MAX_HEADER])
     try:
-        value = msg.get(name)
+        value = str(email.policy.default.header_factory(name, raw)) if raw else ""
     except (ValueError, IndexError, TypeError):
-        value = next((v for k, v in msg.raw_items() if k.lower() == name.lower()), None)
-    return " ".join(str(value).split()) if value is not None else ""
+        value = raw
+    return " ".join(value.split())
+
+
+def _raw_value(msg: Message, name: str) -> str:
+    """The first ``name`` header as it arrived, unparsed ('' when absent); 8-bit bytes are read as
+    UTF-8 (the parser keeps them as surrogates, which nothing downstream can store)."""
+    value = next((str(v) for k, v in msg.raw_items() if k.lower() == name.lower()), "")
+    return value.encode("utf-8", "surrogateescape").decode("utf-8", "replace")

@@ -17,16 +17,16 @@ import ssl
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from email.message import EmailMessage
 from typing import Any
 
 from aiosmtpd.smtp import SMTP, AuthResult, Envelope, LoginPassword, Session
 
-from pizzamail.approvals.decide import parse_message
 from pizzamail.approvals.intake import draft_action, record_decision, routed_action, send_decision
 from pizzamail.auth import Accounts, Login
 from pizzamail.composer import Composer
 from pizzamail.errors import PizzamailError, SmtpRefusal
-from pizzamail.intake.parse import ParsedMail, parse_mail
+from pizzamail.intake.parse import ParsedMail, parse_bytes, parsed_mail
 from pizzamail.intake.tasks import Stored, store_task
 from pizzamail.store import Store
 from pizzamail.store.blobs import BlobStore
@@ -126,13 +126,14 @@ class IntakeHandler:
         return unexpected(error).smtp_reply()
 
     async def _accept(self, raw: bytes, envelope: Envelope, login: Login) -> Stored:
-        parsed = _checked_sender(parse_mail(raw), envelope, login)
+        msg, parsed = await asyncio.to_thread(_parse, raw)
+        parsed = _checked_sender(parsed, envelope, login)
         if parsed.is_empty:
             raise SmtpRefusal(554, "5.6.0", "empty mail: write the task in the subject or body")
         outsiders = [r for r in envelope.rcpt_tos if not self.is_agent(r)]
         if outsiders:
-            return await self._draft_sent(raw, parsed, outsiders)
-        decided = await self._decision(raw, parsed, envelope, login)
+            return await self._draft_sent(raw, parsed, msg, outsiders)
+        decided = await self._decision(raw, parsed, msg, envelope, login)
         if decided is not None:
             return decided
         agent = self._agent_for(envelope.rcpt_tos)
@@ -141,13 +142,12 @@ class IntakeHandler:
         )
 
     async def _decision(
-        self, raw: bytes, parsed: ParsedMail, envelope: Envelope, login: Login
+        self, raw: bytes, parsed: ParsedMail, msg: EmailMessage, envelope: Envelope, login: Login
     ) -> Stored | None:
         """A reply to an approval request: decided and committed here, or None for a task.
 
         A login that may not decide is refused rather than stored as a task, so its author learns
         at once that nothing was approved (and a held action is never started twice over)."""
-        msg = parse_message(raw)
         action = await routed_action(self.store, msg, envelope.rcpt_tos)
         if action is None:
             return None
@@ -163,10 +163,11 @@ class IntakeHandler:
         log.info("decision on action %d: %s", action.id, "applied" if decided.applied else "no change")
         return Stored(thread_id=decided.thread_id, run_id=None, duplicate=decided.duplicate)
 
-    async def _draft_sent(self, raw: bytes, parsed: ParsedMail, outsiders: list[str]) -> Stored:
+    async def _draft_sent(
+        self, raw: bytes, parsed: ParsedMail, msg: EmailMessage, outsiders: list[str]
+    ) -> Stored:
         """Mail to someone else is taken only as the approval of a pending draft: recorded as
         ``send`` (the release relays it), never stored or relayed otherwise."""
-        msg = parse_message(raw)
         action = await draft_action(self.store, msg)
         if action is None or self.composer is None:
             raise self._not_an_agent(outsiders[0], draft=True)
@@ -212,6 +213,13 @@ def _base_address(address: str) -> str:
     """``bot+token@x`` -> ``bot@x``, lower case."""
     local, _, domain = address.lower().partition("@")
     return f"{local.split('+', 1)[0]}@{domain}"
+
+
+def _parse(raw: bytes) -> tuple[EmailMessage, ParsedMail]:
+    """Parsed once, in a worker thread: the stdlib takes about a millisecond per MIME part, and a
+    mail of thousands of parts must not hold up every other connection meanwhile."""
+    msg = parse_bytes(raw)
+    return msg, parsed_mail(msg)
 
 
 def _checked_sender(parsed: ParsedMail, envelope: Envelope, login: Login) -> ParsedMail:
