@@ -6,19 +6,21 @@ import asyncio
 import email.policy
 import smtplib
 import ssl
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from email.message import EmailMessage
 from pathlib import Path
 
 import pytest
 
 from pizzamail.auth import Accounts
-from pizzamail.intake.parse import parse_mail
+from pizzamail.intake import smtp as intake_smtp
+from pizzamail.intake.parse import MAX_HEADER, MAX_REFERENCES, parse_mail
 from pizzamail.intake.smtp import IntakeHandler, start_smtp_server
 from pizzamail.intake.tasks import Stored
 from pizzamail.store import Store
 from pizzamail.store.blobs import BlobStore
 from pizzamail.tls import generate_certificate, server_context
+from tests.mailcorpus import deep_multipart, deep_rfc822
 
 OWNER = "me@pizzamail.localhost"
 BOT = "bot@pizzamail.localhost"
@@ -31,7 +33,7 @@ async def smtp_port(store: Store, blobs: BlobStore) -> AsyncIterator[int]:
         store=store, blobs=blobs, accounts=ACCOUNTS, agents=frozenset({BOT}),
         domain="pizzamail.localhost",
     )
-    server = await start_smtp_server(host="127.0.0.1", port=0, handler=handler, max_size=10_000)
+    server = await start_smtp_server(host="127.0.0.1", port=0, handler=handler, max_size=100_000)
     yield int(server.sockets[0].getsockname()[1])
     server.close()
     await server.wait_closed()
@@ -100,6 +102,45 @@ async def test_malformed_mime_is_still_stored(smtp_port: int, store: Store) -> N
     assert "check this" in msg["body"]
 
 
+@pytest.mark.parametrize("build", [deep_multipart, deep_rfc822])
+async def test_a_mail_nested_950_deep_is_stored_as_a_task(
+    smtp_port: int, store: Store, build: Callable[[str, int], bytes]
+) -> None:
+    assert await asyncio.to_thread(send, smtp_port, build("zqdeep", 950)) == {}
+    [msg] = await store.fetchall("SELECT subject, body FROM messages")
+    assert msg["subject"] == "deep zqdeep"
+    assert "more than 100 levels deep" in msg["body"]  # the agent (and the user) learn why parts are missing
+
+
+async def test_an_ordinary_lf_text_file_over_1_kb_is_accepted(smtp_port: int, store: Store) -> None:
+    # as `curl -T report.txt` sends a file written on Linux: LF line ends, CRLF only at the end
+    lines = [b"line %d of the nightly report" % i for i in range(100)]
+    head = b"From: " + OWNER.encode() + b"\nTo: " + BOT.encode() + b"\nSubject: nightly\n\n"
+    data = head + b"\n".join(lines)
+    assert len(data) > 2000
+    assert await asyncio.to_thread(send, smtp_port, data) == {}
+    [msg] = await store.fetchall("SELECT subject, body FROM messages")
+    assert msg["subject"] == "nightly" and msg["body"].splitlines()[-1] == "line 99 of the nightly report"
+
+
+@pytest.mark.parametrize(("error", "code", "text"), [
+    (OSError(28, "No space left on device: '/home/me/.pizzamail/blobs/ab'"), 451, "try again later"),
+    (RuntimeError("tasks.py line 42: invariant broken for thread 7"), 554, "could not take this mail"),
+])
+async def test_an_unexpected_error_answers_without_internal_text(
+    smtp_port: int, store: Store, monkeypatch: pytest.MonkeyPatch, error: Exception, code: int, text: str
+) -> None:
+    async def broken(*args: object, **kwargs: object) -> Stored:
+        raise error
+
+    monkeypatch.setattr(intake_smtp, "store_task", broken)
+    got_code, got_text = await asyncio.to_thread(refused, smtp_port, mail())
+    assert (got_code, text in got_text) == (code, True), got_text
+    assert not any(leak in got_text for leak in ("Error", "space", "/home", "tasks.py", "thread 7"))
+    monkeypatch.undo()
+    assert await asyncio.to_thread(send, smtp_port, mail()) == {}  # the session and server still work
+
+
 def refused(port: int, data: bytes, **kwargs: object) -> tuple[int, str]:
     try:
         send(port, data, **kwargs)  # type: ignore[arg-type]
@@ -130,7 +171,7 @@ async def test_refusals_store_nothing(
 
 
 async def test_oversized_mail_is_refused_with_552(smtp_port: int, store: Store) -> None:
-    code, _ = await asyncio.to_thread(refused, smtp_port, mail(body="x" * 20_000))
+    code, _ = await asyncio.to_thread(refused, smtp_port, mail(body="x" * 200_000))
     assert code == 552
     assert await count(store, "messages") == 0
 
@@ -182,6 +223,21 @@ def test_parse_reads_threading_headers_and_encoded_subject() -> None:
     )
     assert (parsed.subject, parsed.sender, parsed.message_id) == ("héllo", "me@pizzamail.localhost", "a@b")
     assert parsed.thread_refs() == ["x@y", "z@w"]
+
+
+def test_parse_reads_only_so_much_of_a_huge_header() -> None:
+    # the modern policy's parser is quadratic in a value's words: 1 MB of them would take minutes
+    refs = b" ".join(b"<r%d@x>" % n for n in range(5_000))
+    parsed = parse_mail(b"Subject: " + b"word " * 200_000 + b"\r\nReferences: " + refs + b"\r\n\r\nhi\r\n")
+    assert parsed.subject.startswith("word word") and len(parsed.subject) <= MAX_HEADER
+    assert len(parsed.references) == MAX_REFERENCES
+    first, second, *_, last = parsed.references
+    assert (first, second, last) == ("r0@x", "r4901@x", "r4999@x")  # the thread's start, the newest
+
+
+def test_parse_reads_8_bit_message_ids_as_utf8() -> None:
+    parsed = parse_mail(b"Message-ID: <caf\xc3\xa9-\xff@x>\r\nIn-Reply-To: <\xe9@y>\r\n\r\nhi\r\n")
+    assert (parsed.message_id, parsed.in_reply_to) == ("caf\u00e9-\ufffd@x", "\ufffd@y")
 
 
 def test_parse_html_only_mail_gives_text() -> None:

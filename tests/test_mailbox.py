@@ -38,6 +38,19 @@ async def test_deliver_is_atomic_crlf_and_assigns_increasing_uids(mailbox: Mailb
     assert os.listdir(mailbox.path(inbox) / "tmp") == []
 
 
+@pytest.mark.parametrize(("sent", "filed"), [
+    (b"Subject: lf\n\nbody\n", b"Subject: lf\r\n\r\nbody\r\n"),
+    (b"Subject: cr\r\rbody\r", b"Subject: cr\r\n\r\nbody\r\n"),  # old Mac line ends
+    (b"Subject: crcrlf\r\r\nbody\r\n", b"Subject: crcrlf\r\n\r\nbody\r\n"),  # as the parser reads it
+])
+async def test_every_line_end_is_filed_as_crlf(mailbox: Mailbox, sent: bytes, filed: bytes) -> None:
+    inbox = await mailbox.folder("INBOX")
+    assert inbox is not None
+    await mailbox.deliver(inbox, sent)
+    [row] = await mailbox.messages(inbox)
+    assert mailbox.read(inbox, row) == filed
+
+
 async def test_flags_rename_file_and_keywords_persist(mailbox: Mailbox) -> None:
     inbox = await mailbox.folder("INBOX")
     assert inbox is not None

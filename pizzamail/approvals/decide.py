@@ -13,13 +13,11 @@ edited arguments block is an approval with edits only when nothing but consent s
 
 from __future__ import annotations
 
-import email.policy
 import json
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from email.message import EmailMessage
-from email.parser import BytesParser
 from typing import Any, Literal
 
 from pizzamail.approvals.reading import reply_text
@@ -37,6 +35,7 @@ from pizzamail.approvals.words import (
     Words,
     without_device_lines,
 )
+from pizzamail.intake.parse import header_text, message_ids, parse_bytes
 
 Kind = Literal["approve", "approve_always", "deny", "edit", "feedback", "retry", "skip", "ignore",
                "send", "expire", "unclear"]
@@ -97,19 +96,17 @@ def plus_token(address: str) -> str | None:
 
 def route(msg: EmailMessage, recipients: list[str]) -> Route:
     nonces = [t for t in (plus_token(r) for r in recipients) if t]
-    parsed = parse_approval_header(str(msg.get("X-Pizzamail-Approval", "") or ""))
+    parsed = parse_approval_header(header_text(msg, "X-Pizzamail-Approval"))
     if parsed is not None:
         nonces.append(parsed[1])
     # In-Reply-To only: References of a later reply in the thread still name the request, and such
     # a reply is a new task, not a decision
-    ids = re.findall(r"<([^<>\s]+)>", str(msg.get("In-Reply-To", "") or ""))
+    ids = message_ids(header_text(msg, "In-Reply-To"))
     return Route(nonces=tuple(dict.fromkeys(nonces)), message_ids=tuple(dict.fromkeys(ids)))
 
 
 def parse_message(raw: bytes) -> EmailMessage:
-    msg = BytesParser(policy=email.policy.default).parsebytes(raw)
-    assert isinstance(msg, EmailMessage)
-    return msg
+    return parse_bytes(raw)
 
 
 def read_decision(msg: EmailMessage) -> Decision:

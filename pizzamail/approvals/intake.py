@@ -22,7 +22,7 @@ from pizzamail.approvals.ledger import STATE_TEXT, Applied, action_by_id, apply_
 from pizzamail.approvals.outbox import sent_arguments, strip_for_relay
 from pizzamail.composer import Composer, MailContext
 from pizzamail.errors import SmtpRefusal
-from pizzamail.intake.parse import ParsedMail
+from pizzamail.intake.parse import ParsedMail, header_text
 from pizzamail.store import Store
 from pizzamail.store.actions import HeldAction
 from pizzamail.store.blobs import BlobStore
@@ -48,7 +48,7 @@ async def routed_action(store: Store, msg: EmailMessage, recipients: list[str]) 
 async def draft_action(store: Store, msg: EmailMessage) -> HeldAction | None:
     """The pending ``draft_email`` a sent draft names by its X-Pizzamail-Approval header (id and
     nonce must both match), or None."""
-    named = parse_approval_header(str(msg.get("X-Pizzamail-Approval", "") or ""))
+    named = parse_approval_header(header_text(msg, "X-Pizzamail-Approval"))
     if named is None:
         return None
     row = await store.fetchone("SELECT * FROM held_actions WHERE id = ? AND nonce = ?", named)

@@ -21,21 +21,27 @@ def decoded(data: bytes, path: tuple[int, ...], tree: mime.Part) -> bytes:
     part = mime.find_part(tree, path) if path else tree
     if part is None:
         return b""
+    body = content(part)
+    return part.header + body if not path else body
+
+
+def content(part: mime.Part) -> bytes:
+    """A part's body with its Content-Transfer-Encoding undone (``NO [UNKNOWN-CTE]`` when that
+    cannot be done)."""
     encoding = (part.get(b"content-transfer-encoding") or b"").strip().lower()
     if part.parts or part.message is not None or encoding in _IDENTITY:
-        body = part.body
-    elif encoding == b"base64":
-        body = _base64(part.body)
-    elif encoding == b"quoted-printable":
-        body = quopri.decodestring(part.body)
-    else:
-        raise ImapError("unknown Content-Transfer-Encoding", code="UNKNOWN-CTE")
-    return part.header + body if not path else body
+        return part.body
+    if encoding == b"base64":
+        return _base64(part.body)
+    if encoding == b"quoted-printable":
+        return quopri.decodestring(part.body)
+    raise ImapError("unknown Content-Transfer-Encoding", code="UNKNOWN-CTE")
 
 
 def _base64(body: bytes) -> bytes:
     try:
-        return base64.b64decode(b"".join(body.split()), validate=False)
+        # strict: a character outside base64 means damage, not something to skip silently
+        return base64.b64decode(b"".join(body.split()), validate=True)
     except binascii.Error as exc:
         raise ImapError("the part's base64 is damaged", code="UNKNOWN-CTE") from exc
 

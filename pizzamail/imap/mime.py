@@ -10,14 +10,16 @@ Nothing here raises on malformed input: a broken multipart degrades to a text pa
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from email.message import Message
 from email.utils import collapse_rfc2231_value
 
 from pizzamail.imap.fetchparse import Section
 
-MAX_DEPTH = 24  # deeper nesting than this is served as an opaque leaf
+MAX_DEPTH = 24  # deeper nesting is served as an opaque leaf (each level slices its body: cost ~ depth x size)
 _BLANK_LINE = re.compile(rb"\r?\n\r?\n")
+_DELIMITER_END = re.compile(rb"[ \t]*(?:\r?\n|\Z)")
 
 
 @dataclass(kw_only=True)
@@ -102,23 +104,32 @@ def _add_children(part: Part, depth: int) -> None:
 
 def split_multipart(body: bytes, boundary: bytes) -> list[bytes]:
     """Body parts between delimiter lines; the CRLF before a delimiter belongs to it."""
-    delimiter = re.compile(rb"(?:\A|\r?\n)--" + re.escape(boundary) + rb"(--)?[ \t]*(\r?\n|\Z)")
     chunks: list[bytes] = []
     start: int | None = None
-    pos = 0
-    while (m := delimiter.search(body, pos)) is not None:
+    for begin, end, closing in _delimiters(body, b"--" + boundary):
         if start is not None:
-            chunks.append(body[start:m.start()])
-        if m.group(1):
+            chunks.append(body[start:begin])
+        if closing:
             return chunks
-        start = m.end()
-        # Leave the line end unconsumed for the search, so an empty part's delimiter still matches.
-        pos = m.end() - len(m.group(2))
-        if pos == m.start():
-            pos += 1
+        start = end
     if start is not None:
         chunks.append(body[start:])
     return chunks
+
+
+def _delimiters(body: bytes, dashed: bytes) -> Iterator[tuple[int, int, bool]]:
+    """Each delimiter line as (start, including the line end before it; end, after its own line
+    end; whether it closes). Found with ``bytes.find``, not a regex search: a regex that must
+    try every line start is ~100x slower, and a deeply nested mail is searched once per level."""
+    at = body.find(dashed)
+    while at != -1:
+        if at == 0 or body[at - 1] == 0x0A:
+            closing = body.startswith(b"--", at + len(dashed))
+            tail = _DELIMITER_END.match(body, at + len(dashed) + (2 if closing else 0))
+            if tail is not None:
+                begin = at - (2 if body[at - 2:at] == b"\r\n" else 1) if at else 0
+                yield begin, tail.end(), closing
+        at = body.find(dashed, at + 1)
 
 
 def _content_type(

@@ -1,15 +1,20 @@
 """SEARCH evaluation over the selected view. Flag, size, date and set keys use the view's index
-rows; header and text keys read the message (once, however many keys need it)."""
+rows; header and text keys read the message (once, however many keys need it).
+
+A mail is searched in the text that can be read of it: what does not decode (a damaged encoded
+word, base64 or charset) is searched as it stands, never failing the command for the folder.
+"""
 
 from __future__ import annotations
 
-import email
-import email.policy
+from collections.abc import Iterator
 from datetime import UTC, date, datetime
+from email.errors import HeaderParseError
 from email.header import decode_header, make_header
 from email.utils import parsedate_to_datetime
 
-from pizzamail.imap import mime
+from pizzamail.errors import ImapError
+from pizzamail.imap import binary, mime
 from pizzamail.imap.searchkeys import (
     AllKey,
     AndKey,
@@ -32,25 +37,37 @@ def decode_text(raw: bytes) -> str:
     text = raw.decode("utf-8", "replace")
     try:
         return str(make_header(decode_header(text)))
-    except (ValueError, LookupError, UnicodeError):
+    except (ValueError, LookupError, HeaderParseError):  # ValueError covers UnicodeError
         return text
 
 
 def body_text(data: bytes) -> str:
-    """The text parts of a message, transfer-decoded and charset-decoded, joined."""
-    message = email.message_from_bytes(data, policy=email.policy.compat32)
-    chunks = []
-    for part in message.walk():
-        if part.get_content_maintype() != "text":
-            continue
-        payload = part.get_payload(decode=True)
-        if isinstance(payload, bytes):
-            charset = part.get_content_charset() or "utf-8"
-            try:
-                chunks.append(payload.decode(charset, "replace"))
-            except LookupError:
-                chunks.append(payload.decode("utf-8", "replace"))
-    return "\n".join(chunks)
+    """The text parts of a message in the tree FETCH serves (so no deeper than it goes), each
+    transfer-decoded and charset-decoded as far as that works, joined."""
+    return "\n".join(_text(part) for part in _text_parts(mime.parse(data)))
+
+
+def _text_parts(root: mime.Part) -> Iterator[mime.Part]:
+    pending = [root]
+    while pending:
+        part = pending.pop()
+        if part.maintype == "text":
+            yield part
+        pending += part.parts
+        if part.message is not None:
+            pending.append(part.message)
+
+
+def _text(part: mime.Part) -> str:
+    try:
+        data = binary.content(part)
+    except ImapError:  # an unknown transfer encoding or damaged base64: the raw text is what there is
+        data = part.body
+    charset = dict(part.params).get("charset", b"").decode("latin-1").strip()
+    try:
+        return data.decode(charset or "utf-8", "replace")
+    except (LookupError, ValueError):  # unknown, not a text codec, or not a name at all
+        return data.decode("utf-8", "replace")
 
 
 class _Candidate:
@@ -138,7 +155,7 @@ class Searcher:
         raw = next((v for n, v in c.fields if n == b"date"), None)
         try:
             return parsedate_to_datetime(raw.decode("latin-1")).date() if raw else None
-        except (TypeError, ValueError, IndexError):
+        except (TypeError, ValueError, IndexError, OverflowError):
             return None
 
 

@@ -2,7 +2,8 @@
 
 The stdlib parser with the modern policy never gives up on a message; header access can still
 raise on malformed values, so every field is read defensively and a message we cannot understand
-still yields a task whose body says what arrived.
+still yields a task whose body says what arrived. Every stdlib parse of a mail goes through
+:func:`parse_bytes`, which bounds how deep the MIME tree goes.
 """
 
 from __future__ import annotations
@@ -13,9 +14,46 @@ import re
 from dataclasses import dataclass
 from email.message import EmailMessage, Message, MIMEPart
 from email.parser import BytesParser
+from typing import Self
 
 _MSGID = re.compile(r"<([^<>\s]+)>")
 _TAGS = re.compile(r"<[^>]*>")
+_LINE_BREAK = re.compile(r"[\r\n]")
+
+MAX_HEADER = 16_384
+"""Characters of a header value that are parsed (the rest is cut): the modern policy's parser takes
+time that grows with the square of a value's words, so a 1 MB Subject would hold up everything."""
+MAX_REFERENCES = 100
+"""Message-IDs kept from References: the first (the thread's start) and the newest. Threading needs
+no more, and each one is looked up when the mail is stored."""
+
+MAX_DEPTH = 100
+"""MIME nesting below which a part is one opaque piece of bytes. Real mail nests a few levels (a
+forward of a forward of a forward is six); the stdlib's parser and everything that walks its tree
+(get_body, walk, as_bytes) recurse once or more per level, so a mail 1,000 levels deep would hit
+Python's recursion limit in whoever reads it."""
+CLIPPED_NOTE = (f"[This mail nests its parts more than {MAX_DEPTH} levels deep; the parts below that"
+                " depth were not read.]")
+
+
+class BoundedMessage(EmailMessage):
+    """A part that knows its depth: at ``MAX_DEPTH`` its type reads as application/octet-stream,
+    so the parser keeps the rest of its bytes as its payload instead of descending further."""
+
+    depth = 0
+
+    def attach(self, payload: Self) -> None:  # type: ignore[override]  # as MIMEPart.attach in typeshed
+        # The parser attaches a new part to its parent before it reads the part's header, so the
+        # depth is known by the time the part's type decides whether to descend.
+        payload.depth = self.depth + 1
+        super().attach(payload)
+
+    @property
+    def clipped(self) -> bool:
+        return self.depth >= MAX_DEPTH
+
+    def get_content_type(self) -> str:
+        return "application/octet-stream" if self.clipped else super().get_content_type()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -40,16 +78,31 @@ class ParsedMail:
         return refs
 
 
+def parse_bytes(raw: bytes) -> EmailMessage:
+    """The stdlib's parse of a mail (modern policy), its tree at most ``MAX_DEPTH`` deep."""
+    msg = BytesParser(BoundedMessage, policy=email.policy.default).parsebytes(raw)
+    assert isinstance(msg, BoundedMessage)
+    return msg
+
+
+def is_clipped(msg: EmailMessage) -> bool:
+    """Whether parts of ``msg`` lie beyond ``MAX_DEPTH`` (and were kept as opaque bytes)."""
+    return any(isinstance(part, BoundedMessage) and part.clipped for part in msg.walk())
+
+
 def parse_mail(raw: bytes) -> ParsedMail:
-    msg = BytesParser(policy=email.policy.default).parsebytes(raw)
-    assert isinstance(msg, EmailMessage)
+    return parsed_mail(parse_bytes(raw))
+
+
+def parsed_mail(msg: EmailMessage) -> ParsedMail:
+    """What a task needs of a mail :func:`parse_bytes` parsed."""
     return ParsedMail(
-        message_id=_first_id(_header(msg, "Message-ID")),
-        in_reply_to=_first_id(_header(msg, "In-Reply-To")),
-        references=message_ids(_header(msg, "References")),
-        subject=" ".join(_header(msg, "Subject").split()),
-        sender=_address(_header(msg, "From")),
-        body=_body_text(msg),
+        message_id=_first_id(_raw_value(msg, "Message-ID")),
+        in_reply_to=_first_id(_raw_value(msg, "In-Reply-To")),
+        references=_trimmed(message_ids(_raw_value(msg, "References"))),
+        subject=header_text(msg, "Subject"),
+        sender=_address(header_text(msg, "From")),
+        body="\n\n".join(filter(None, [_body_text(msg), CLIPPED_NOTE if is_clipped(msg) else ""])),
         attachments=_attachment_names(msg),
     )
 
@@ -63,13 +116,10 @@ def _first_id(value: str) -> str | None:
     return ids[0] if ids else None
 
 
-def _header(msg: EmailMessage, name: str) -> str:
-    try:
-        value = msg.get(name)
-    except (ValueError, IndexError, TypeError):
-        # a header the modern policy cannot parse: fall back to its raw text
-        value = next((v for k, v in msg.raw_items() if k.lower() == name.lower()), None)
-    return str(value) if value is not None else ""
+def _trimmed(references: list[str]) -> list[str]:
+    if len(references) <= MAX_REFERENCES:
+        return references
+    return references[:1] + references[1 - MAX_REFERENCES:]
 
 
 def _address(value: str) -> str | None:
@@ -110,10 +160,19 @@ def _attachment_names(msg: EmailMessage) -> list[str]:
 
 
 def header_text(msg: Message, name: str) -> str:
-    """One header as a single line of text ('' when absent); a header the modern policy cannot
-    parse falls back to its raw text rather than failing the whole mail."""
+    """The first ``name`` header as a single line of text, encoded words decoded ('' when absent).
+    Only its first ``MAX_HEADER`` characters are read; a value the modern policy cannot parse
+    falls back to its raw text rather than failing the whole mail."""
+    raw = _LINE_BREAK.sub("", _raw_value(msg, name)[:MAX_HEADER])
     try:
-        value = msg.get(name)
+        value = str(email.policy.default.header_factory(name, raw)) if raw else ""
     except (ValueError, IndexError, TypeError):
-        value = next((v for k, v in msg.raw_items() if k.lower() == name.lower()), None)
-    return " ".join(str(value).split()) if value is not None else ""
+        value = raw
+    return " ".join(value.split())
+
+
+def _raw_value(msg: Message, name: str) -> str:
+    """The first ``name`` header as it arrived, unparsed ('' when absent); 8-bit bytes are read as
+    UTF-8 (the parser keeps them as surrogates, which nothing downstream can store)."""
+    value = next((str(v) for k, v in msg.raw_items() if k.lower() == name.lower()), "")
+    return value.encode("utf-8", "surrogateescape").decode("utf-8", "replace")

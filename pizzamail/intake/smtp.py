@@ -12,21 +12,22 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sqlite3
 import ssl
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from email.message import EmailMessage
 from typing import Any
 
 from aiosmtpd.smtp import SMTP, AuthResult, Envelope, LoginPassword, Session
 
-from pizzamail.approvals.decide import parse_message
 from pizzamail.approvals.intake import draft_action, record_decision, routed_action, send_decision
 from pizzamail.auth import Accounts, Login
 from pizzamail.composer import Composer
 from pizzamail.errors import PizzamailError, SmtpRefusal
 from pizzamail.guard import Gate, TokenBucket, Visitor
-from pizzamail.intake.parse import ParsedMail, parse_mail
+from pizzamail.intake.parse import ParsedMail, parse_bytes, parsed_mail
 from pizzamail.intake.tasks import Stored, store_task
 from pizzamail.store import Store
 from pizzamail.store.blobs import BlobStore
@@ -120,6 +121,8 @@ class IntakeHandler:
             stored = await self._accept(raw, envelope, session_login(session))
         except PizzamailError as exc:
             return exc.smtp_reply()
+        except Exception as exc:  # answered here, not by aiosmtpd, so the session resets for the next mail
+            return await self.handle_exception(exc)
         if stored.duplicate:
             return "250 2.0.0 already received; not stored twice"
         self.on_stored(stored)
@@ -128,14 +131,21 @@ class IntakeHandler:
         log.info("task stored: thread %s run %s (%d bytes)", stored.thread_id, stored.run_id, len(raw))
         return f"250 2.0.0 stored as thread {stored.thread_id}"
 
+    async def handle_exception(self, error: Exception) -> str:
+        """aiosmtpd's hook for an error that no handler turned into a reply: the details go to the
+        log, the wire gets a reply that says what to do (try again later, or not)."""
+        log.error("SMTP: unexpected %s", type(error).__name__, exc_info=error)
+        return unexpected(error).smtp_reply()
+
     async def _accept(self, raw: bytes, envelope: Envelope, login: Login) -> Stored:
-        parsed = _checked_sender(parse_mail(raw), envelope, login)
+        msg, parsed = await asyncio.to_thread(_parse, raw)
+        parsed = _checked_sender(parsed, envelope, login)
         if parsed.is_empty:
             raise SmtpRefusal(554, "5.6.0", "empty mail: write the task in the subject or body")
         outsiders = [r for r in envelope.rcpt_tos if not self.is_agent(r)]
         if outsiders:
-            return await self._draft_sent(raw, parsed, outsiders)
-        decided = await self._decision(raw, parsed, envelope, login)
+            return await self._draft_sent(raw, parsed, msg, outsiders)
+        decided = await self._decision(raw, parsed, msg, envelope, login)
         if decided is not None:
             return decided
         agent = self._agent_for(envelope.rcpt_tos)
@@ -144,13 +154,12 @@ class IntakeHandler:
         )
 
     async def _decision(
-        self, raw: bytes, parsed: ParsedMail, envelope: Envelope, login: Login
+        self, raw: bytes, parsed: ParsedMail, msg: EmailMessage, envelope: Envelope, login: Login
     ) -> Stored | None:
         """A reply to an approval request: decided and committed here, or None for a task.
 
         A login that may not decide is refused rather than stored as a task, so its author learns
         at once that nothing was approved (and a held action is never started twice over)."""
-        msg = parse_message(raw)
         action = await routed_action(self.store, msg, envelope.rcpt_tos)
         if action is None:
             return None
@@ -166,10 +175,11 @@ class IntakeHandler:
         log.info("decision on action %d: %s", action.id, "applied" if decided.applied else "no change")
         return Stored(thread_id=decided.thread_id, run_id=None, duplicate=decided.duplicate)
 
-    async def _draft_sent(self, raw: bytes, parsed: ParsedMail, outsiders: list[str]) -> Stored:
+    async def _draft_sent(
+        self, raw: bytes, parsed: ParsedMail, msg: EmailMessage, outsiders: list[str]
+    ) -> Stored:
         """Mail to someone else is taken only as the approval of a pending draft: recorded as
         ``send`` (the release relays it), never stored or relayed otherwise."""
-        msg = parse_message(raw)
         action = await draft_action(self.store, msg)
         if action is None or self.composer is None:
             raise self._not_an_agent(outsiders[0], draft=True)
@@ -197,10 +207,31 @@ class IntakeHandler:
         return _base_address(recipients[0]) if recipients else min(self.agents)
 
 
+_TRANSIENT = (OSError, sqlite3.OperationalError, MemoryError)
+"""Failures of the machine (disk, database busy, memory) rather than of the mail: trying again later
+can succeed, so the client keeps the mail and retries."""
+
+
+def unexpected(error: Exception) -> SmtpRefusal:
+    """The reply to an error nobody expected: 4xx when it may pass, else a 5xx so the sender learns
+    at once that the mail was not taken. Never the exception's own text."""
+    if isinstance(error, _TRANSIENT):
+        return SmtpRefusal(451, "4.3.0", "pizzamail could not store this mail just now; try again later")
+    return SmtpRefusal(554, "5.3.0", "pizzamail could not take this mail (an internal error, written to"
+                       " its log); nothing was stored")
+
+
 def _base_address(address: str) -> str:
     """``bot+token@x`` -> ``bot@x``, lower case."""
     local, _, domain = address.lower().partition("@")
     return f"{local.split('+', 1)[0]}@{domain}"
+
+
+def _parse(raw: bytes) -> tuple[EmailMessage, ParsedMail]:
+    """Parsed once, in a worker thread: the stdlib takes about a millisecond per MIME part, and a
+    mail of thousands of parts must not hold up every other connection meanwhile."""
+    msg = parse_bytes(raw)
+    return msg, parsed_mail(msg)
 
 
 def _checked_sender(parsed: ParsedMail, envelope: Envelope, login: Login) -> ParsedMail:
@@ -252,7 +283,15 @@ def _later(server: SMTP, session: Session, envelope: Envelope, mechanism: str, a
 class Submission(SMTP):
     """aiosmtpd's SMTP behind the gate (shared with IMAP): a connection waits there until it logs
     in (dropped with 421 when it takes too long or the room is needed), and its password is
-    checked in turn with everyone else's."""
+    checked in turn with everyone else's.
+
+    In DATA, once logged in, a line may be as long as the mail. RFC 5321 caps a line at 1,000
+    bytes, and aiosmtpd answers "500 Line too long" to any longer run without CRLF. A text file with
+    LF line ends, as a program sends it (``curl -T report.txt``), is one such run however short its
+    lines. Everything that reads a stored mail also ends lines at a bare LF (and the Maildir copy is
+    rewritten with CRLF), so such a mail is taken as it is; the end of DATA is still only CRLF.CRLF.
+    Commands, and sessions that have not logged in, keep the short limit: nobody buffers megabytes
+    before AUTH."""
 
     def __init__(self, handler: IntakeHandler, *, gate: Gate, **kwargs: Any) -> None:
         self.gate = gate
@@ -292,6 +331,18 @@ class Submission(SMTP):
             return checked if checked.success else None
 
         return await self.gate.check(self.visitor, verify) or AuthResult(success=False, handled=False)
+
+    async def smtp_DATA(self, arg: str) -> None:
+        if not (self.session and self.session.authenticated and self.data_size_limit):
+            await super().smtp_DATA(arg)
+            return
+        reader, limit = self._reader, self.data_size_limit + 2
+        reader._limit = self.line_length_limit = limit  # type: ignore[attr-defined]
+        try:
+            await super().smtp_DATA(arg)
+        finally:
+            reader._limit = SMTP.line_length_limit  # type: ignore[attr-defined]
+            del self.line_length_limit  # back to the class's RFC limit
 
 
 async def start_smtp_server(

@@ -16,12 +16,13 @@ SUBDIRS = ("tmp", "new", "cur")
 FLAG_LETTERS = {"\\Draft": "D", "\\Flagged": "F", "\\Answered": "R", "\\Seen": "S", "\\Deleted": "T"}
 LETTER_FLAGS = {v: k for k, v in FLAG_LETTERS.items()}
 
-_BARE_LF = re.compile(rb"(?<!\r)\n")
+_LONE_LINE_END = re.compile(rb"\r(?!\n)|(?<!\r)\n")
 
 
 def to_crlf(data: bytes) -> bytes:
-    """Wire form: every line ends in CRLF."""
-    return _BARE_LF.sub(b"\r\n", data)
+    """Wire form: every line ends in CRLF. A lone CR or LF ends a line too, as the stdlib's parser
+    reads it, so what IMAP serves is the mail that became the task."""
+    return _LONE_LINE_END.sub(b"\r\n", data)
 
 
 def folder_path(root: Path, name: str) -> Path:

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from email.message import EmailMessage
-from email.parser import BytesHeaderParser, BytesParser
+from email.parser import BytesHeaderParser
 from email.policy import default
 
-from pizzamail.intake.parse import header_text, parse_mail
+from pizzamail.intake.parse import header_text, parse_bytes, parse_mail
 
 #: types whose bytes are text even though they are not text/*
 _TEXTUAL = ("application/json", "application/xml", "application/csv", "application/x-yaml",
@@ -35,8 +35,7 @@ class Attachment:
 
 def attachments_of(raw: bytes, *, subject: str, start: int) -> list[Attachment]:
     """The attachments of one raw mail, numbered from ``start``."""
-    msg = BytesParser(policy=default).parsebytes(raw)
-    assert isinstance(msg, EmailMessage)
+    msg = parse_bytes(raw)
     found: list[Attachment] = []
     try:
         parts = list(msg.iter_attachments())

@@ -6,10 +6,10 @@ import email.policy
 import email.utils
 from dataclasses import dataclass
 from email.message import EmailMessage
-from email.parser import BytesParser
 
 import aiosqlite
 
+from pizzamail.intake.parse import parse_bytes
 from pizzamail.store.blobs import BlobStore
 from pizzamail.store.runs import create_run
 from pizzamail.store.threads import NewMessage, add_message, create_thread, log_event
@@ -82,7 +82,7 @@ def _raw(mail: TriggerMail, message_id: str, in_reply_to: str | None, refs: list
 
 def _attach(msg: EmailMessage, file: AttachedFile) -> None:
     if file.content_type == "message/rfc822":
-        inner = BytesParser(policy=email.policy.default).parsebytes(file.data)
+        inner = parse_bytes(file.data)
         msg.add_attachment(inner, filename=file.filename)
         return
     maintype, _, subtype = file.content_type.partition("/")

@@ -67,3 +67,30 @@ def test_a_program_submits_with_curl_as_the_readme_shows(served: Served, fake_op
          "--mail-from", CRON, "--mail-rcpt", BOT, "-T", str(report)],
         capture_output=True, text=True, timeout=30, check=False)
     assert wrong.returncode == 67, wrong.stderr  # curl: "login denied"
+
+
+@pytest.mark.skipif(shutil.which("curl") is None, reason="curl not installed")
+def test_the_curl_recipe_sends_an_ordinary_lf_text_file(served: Served, fake_openai: FakeOpenAI) -> None:
+    """A file written by a script on Linux ends its lines in LF, and curl sends it as it is: one
+    run of bytes without CRLF, which SMTP's 1,000-byte line limit used to refuse."""
+    config = served.home / "config.toml"
+    config.write_text(config.read_text() + f'[senders.cron]\naddress = "{CRON}"\n')
+    password = served.cli("account", "password", "--sender", "cron").strip()
+    fake_openai.script([text("Nothing alarming in the log.")])
+    served.start()
+    report = served.home / "report.txt"
+    lines = [f"step {n:02d}: backup finished, {n * 3} files copied, no errors" for n in range(40)]
+    report.write_text("From: cron@localhost\nTo: bot@pizzamail.localhost\nSubject: nightly log\n\n"
+                      + "\n".join(lines) + "\nAnything unusual?\n")
+    assert report.stat().st_size > 2000 and b"\r" not in report.read_bytes()
+    sent = subprocess.run(
+        ["curl", "-sS", f"smtp://127.0.0.1:{served.smtp}", "--user", f"cron:{password}",
+         "--mail-from", CRON, "--mail-rcpt", BOT, "-T", str(report)],
+        capture_output=True, text=True, timeout=30, check=False)
+    assert sent.returncode == 0, sent.stderr
+    served.wait_for("run 1 done")
+    [thread] = json.loads(served.cli("threads", "--json"))
+    assert (thread["subject"], thread["status"]) == ("nightly log", "done")
+    task = fake_openai.requests[0].messages[-1]["content"]
+    assert "step 39: backup finished, 117 files copied" in task
+    assert task.rstrip().endswith("Anything unusual?")

@@ -11,6 +11,7 @@ from pizzamail.intake.parse import parse_mail
 from pizzamail.intake.tasks import store_task
 from pizzamail.store.actions import held_actions
 from tests.fakes.openai_server import FakeOpenAI, text, tool_call
+from tests.mailcorpus import deep_rfc822, multipart, text_part
 from tests.runner.conftest import Harness, bot_mails, plain
 from tests.tools.conftest import with_tools
 
@@ -48,6 +49,21 @@ async def test_a_pdf_attachment_is_described_not_dumped(harness: Harness, fake_o
     async with harness.running(**with_tools(harness)) as runner:
         assert await harness.finish(runner, run_id) == "done"
     assert "is a PDF; text extraction" in fake_openai.requests[1].messages[-1]["content"]
+
+
+async def test_a_mail_attached_950_levels_deep_is_read_not_crashed_on(
+    harness: Harness, fake_openai: FakeOpenAI
+) -> None:
+    attached = b'Content-Type: message/rfc822\r\nContent-Disposition: attachment; filename="deep.eml"\r\n\r\n'
+    raw = multipart("zqouter", text_part("zqouter"), attached + deep_rfc822("zqinner", 950))
+    stored = await store_task(harness.store, harness.blobs, raw, parse_mail(raw),
+                              agent=harness.config.agent.address, domain=harness.config.domain)
+    assert stored.run_id is not None
+    fake_openai.script([tool_call("read_attachment", {"name": "deep.eml"}), text("Read it.")])
+    async with harness.running(**with_tools(harness)) as runner:
+        assert await harness.finish(runner, stored.run_id) == "done"
+    result = fake_openai.requests[1].messages[-1]["content"]
+    assert "Subject: deep zqinner" in result and "more than 100 levels deep" in result
 
 
 async def test_a_written_file_is_attached_to_the_reply(harness: Harness, fake_openai: FakeOpenAI) -> None:

@@ -18,6 +18,7 @@ from pizzamail.triggers.post import AttachedFile, TriggerMail, post_task
 from pizzamail.triggers.watch_imap import MAX_FETCH_BYTES
 from pizzamail.triggers.watch_mail import ORIGINAL, carried, mail_facts, render
 from pizzamail.triggers.watch_wire import Fetched, fetched
+from tests.mailcorpus import deep_multipart, multipart, text_part
 from tests.triggers.watchtools import Relay, Remote, eventually, watch_config, watching
 
 PDF = b"%PDF-1.4\n%\xe2\xe3\xcf\xd3\n1 0 obj <<>> endobj\ntrailer <<>>\n%%EOF\n"
@@ -220,3 +221,15 @@ async def test_attached_files_follow_the_text_part(store: Store, blobs: BlobStor
         ("inner.eml", "message/rfc822"), ("data.csv", "text/csv"), ("odd", "application/octet-stream")]
     assert rest[0].get_payload(0)["Subject"] == "Inner"
     assert [p.get_payload(decode=True) for p in rest[1:]] == [CSV, b"Status: 5.0.0\n"]
+
+
+async def test_a_watched_mail_950_levels_deep_becomes_a_task(store: Store, blobs: BlobStore) -> None:
+    """The original travels as message/rfc822 and is parsed again for that: every step is bounded."""
+    raw = multipart("zqwatch", text_part("zqwatch"), deep_multipart("zqdeep", 950))
+    found = carried(Fetched(raw=raw, size=len(raw), cut_short=False), limit=10 * len(raw))
+    facts = mail_facts(raw, max_chars=1000, carried=found)
+    assert facts["subject"] == "zqwatch" and "part text zqwatch" in facts["text"]
+    async with store.write() as db:
+        posted = await post_task(db, blobs, trigger_mail(attachments=found.files), thread_id=None)
+    [row] = await store.fetchall("SELECT blob FROM messages WHERE message_id = ?", (posted.message_id,))
+    assert b"part text zqwatch" in blobs.get(row["blob"])
