@@ -193,7 +193,8 @@ async def create(s: Session, cmd: Command) -> bytes:
     _check_name(name)
     if await s.mailbox.folder(name) is not None:
         raise ImapError(f"{name} already exists", code="ALREADYEXISTS")
-    await s.mailbox.create_folder(name)
+    # Not subscribed: a client that wants the folder listed subscribes it (as with Dovecot).
+    await s.mailbox.create_folder(name, subscribed=False)
     return b"CREATE completed"
 
 

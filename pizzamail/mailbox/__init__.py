@@ -107,8 +107,11 @@ class Mailbox:
         return _folder(row) if row else None
 
     async def create_folder(
-        self, name: str, *, special_use: str | None = None, exist_ok: bool = False
+        self, name: str, *, special_use: str | None = None, exist_ok: bool = False,
+        subscribed: bool = True,
     ) -> Folder:
+        """Make a folder. Folders pizzamail makes for itself are subscribed, so every client
+        shows them; an IMAP client's CREATE passes ``subscribed=False`` and subscribes itself."""
         existing = await self.folder(name)
         if existing is not None:
             if exist_ok:
@@ -118,8 +121,8 @@ class Mailbox:
         maildir.make_folder(self.path(name), is_inbox=name == "INBOX")
         async with self.store.write() as db:
             await db.execute(
-                "INSERT INTO folders(name, uidvalidity, special_use) VALUES (?, ?, ?)",
-                (name, await _new_uidvalidity(db), special_use),
+                "INSERT INTO folders(name, uidvalidity, special_use, subscribed) VALUES (?, ?, ?, ?)",
+                (name, await _new_uidvalidity(db), special_use, int(subscribed)),
             )
         folder = await self.folder(name)
         assert folder is not None

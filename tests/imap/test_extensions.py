@@ -24,6 +24,7 @@ BINARY_MAIL = (
 
 async def test_list_extended_and_status(client: Client, mailbox: Mailbox, sample: list[bytes]) -> None:
     await client.command(b"a CREATE Projects/Alpha")
+    await client.command(b"a SUBSCRIBE Projects/Alpha")
     await client.command(b"b UNSUBSCRIBE Trash")
     assert await client.command(b'c LIST (SPECIAL-USE) "" * RETURN (SUBSCRIBED)') == [
         b'* LIST (\\HasNoChildren \\Sent \\Subscribed) "/" Sent\r\n',
