@@ -43,7 +43,7 @@ async def select(s: Session, cmd: Command) -> bytes:
     if args.condstore:
         await s.use_condstore()
     readonly = cmd.name == "EXAMINE"
-    view = await View.open(s.mailbox, folder, readonly, s.shared.claims, s.enabled)
+    view = await View.open(s.mailbox, folder, readonly, s.enabled)
     lines = _select_lines(view, folder)
     if args.qresync is not None and args.qresync.uidvalidity == folder.uidvalidity:
         lines += await _resync_lines(s, view, args.qresync)
@@ -175,7 +175,7 @@ async def _status_values(s: Session, folder: Folder) -> dict[str, int]:
         "SELECT count(*) AS messages,"
         " sum(instr(' ' || flags || ' ', ' \\Seen ') = 0) AS unseen,"
         " sum(uid >= ?) AS recent FROM mail WHERE folder_id = ?",
-        (s.shared.claims.start(folder), folder.id),
+        (await s.mailbox.recent_from(folder), folder.id),
     )
     assert row is not None
     return {

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import ssl
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import Enum
 from typing import Protocol
 
@@ -20,7 +20,7 @@ from pizzamail.auth import Accounts
 from pizzamail.errors import ImapError, PizzamailError
 from pizzamail.imap import capabilities, wire
 from pizzamail.imap.parser import Command, NoArgs, Words, parse_command, peek_tag
-from pizzamail.imap.view import Extensions, RecentClaims, View
+from pizzamail.imap.view import Extensions, View
 from pizzamail.mailbox import Mailbox
 
 log = logging.getLogger(__name__)
@@ -102,7 +102,6 @@ class Shared:
     limits: Limits
     #: the server's certificate and key; None means no STARTTLS and no implicit TLS
     tls: ssl.SSLContext | None = None
-    claims: RecentClaims = field(default_factory=RecentClaims)
 
 
 Handler = Callable[["Session", Command], Awaitable[bytes]]

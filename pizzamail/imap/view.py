@@ -25,26 +25,6 @@ _ROW_COLUMNS = "uid, name, subdir, size, internaldate, flags, modseq"
 
 
 @dataclass
-class RecentClaims:
-    """``\\Recent``, kept per process: a message is recent for the first session that selects
-    the folder after it arrived. Messages present at server start are not recent (RFC 3501
-    lets a server decide; keeping it in memory avoids a write per SELECT)."""
-
-    first_unclaimed: dict[int, int] = field(default_factory=dict)
-
-    def start(self, folder: Folder) -> int:
-        return self.first_unclaimed.setdefault(folder.id, folder.uidnext)
-
-    def claim(self, folder: Folder, uids: list[int]) -> set[int]:
-        """Take every UID not yet claimed; returns the ones this caller got."""
-        floor = self.start(folder)
-        mine = {u for u in uids if u >= floor}
-        if uids:
-            self.first_unclaimed[folder.id] = max(floor, max(uids) + 1)
-        return mine
-
-
-@dataclass
 class Extensions:
     """What a session has turned on (RFC 7162): shared by the session and its views."""
 
@@ -68,7 +48,6 @@ class View:
     mailbox: Mailbox
     folder: Folder
     readonly: bool
-    claims: RecentClaims
     enabled: Extensions = field(default_factory=Extensions)
     uids: list[int] = field(default_factory=list)  # the client's numbering, ghosts included
     rows: dict[int, MailRow] = field(default_factory=dict)  # live messages
@@ -81,19 +60,21 @@ class View:
     watch: asyncio.Event | None = None
 
     @classmethod
-    async def open(
-        cls, mailbox: Mailbox, folder: Folder, readonly: bool, claims: RecentClaims, enabled: Extensions
-    ) -> View:
-        view = cls(mailbox, folder, readonly, claims, enabled, modseq=folder.modseq,
+    async def open(cls, mailbox: Mailbox, folder: Folder, readonly: bool, enabled: Extensions) -> View:
+        view = cls(mailbox, folder, readonly, enabled, modseq=folder.modseq,
                    watch=mailbox.change_event(folder))  # before reading: no change slips by
         for row in await mailbox.messages(folder):
             view._add(row)
-        if readonly:
-            floor = claims.start(folder)
-            view.recent = {u for u in view.uids if u >= floor}
-        else:
-            view.recent = claims.claim(folder, view.uids)
+        await view._take_recent(view.uids)
         return view
+
+    async def _take_recent(self, uids: list[int]) -> None:
+        """A read-write session takes \\Recent from the folder; EXAMINE only looks (RFC 3501 §6.3.2)."""
+        if self.readonly:
+            floor = await self.mailbox.recent_from(self.folder)
+            self.recent |= {u for u in uids if u >= floor}
+        else:
+            self.recent |= await self.mailbox.claim_recent(self.folder, uids)
 
     def _add(self, row: MailRow) -> None:
         self.uids.append(row.uid)
@@ -171,7 +152,8 @@ class View:
             before = self.exists
             changed = await self._changed_rows()
             self.modseq = int(row["modseq"])
-            flagged, keyword_line = self._apply(changed)
+            flagged, arrived, keyword_line = self._apply(changed)
+            await self._take_recent(arrived)
             await self._find_gone()
             out += keyword_line
             gone = len(self.ghosts) if expunge_ok else 0
@@ -188,7 +170,7 @@ class View:
         )
         return [MailRow(**{**dict(r), "flags": frozenset(r["flags"].split())}) for r in rows]
 
-    def _apply(self, changed: list[MailRow]) -> tuple[list[int], list[bytes]]:
+    def _apply(self, changed: list[MailRow]) -> tuple[list[int], list[int], list[bytes]]:
         keywords = set(self.keywords)
         flagged: list[int] = []
         arrived: list[int] = []
@@ -201,10 +183,9 @@ class View:
             elif row.uid not in self.ghosts and (not self.uids or row.uid > self.uids[-1]):
                 self._add(row)
                 arrived.append(row.uid)
-        self.recent |= set() if self.readonly else self.claims.claim(self.folder, arrived)
         for uid in flagged:
             self.keywords |= {f for f in self.rows[uid].flags if not f.startswith("\\")}
-        return flagged, [self.flag_line()] if self.keywords != keywords else []
+        return flagged, arrived, [self.flag_line()] if self.keywords != keywords else []
 
     async def _find_gone(self) -> None:
         """Messages expunged by others: a count first; the UID list only when it differs."""

@@ -43,6 +43,8 @@ class Folder:
     modseq: int
     special_use: str | None
     subscribed: bool
+    #: UIDs from here on are \Recent for the next session that opens the folder
+    first_recent: int
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -121,8 +123,8 @@ class Mailbox:
         maildir.make_folder(self.path(name), is_inbox=name == "INBOX")
         async with self.store.write() as db:
             await db.execute(
-                "INSERT INTO folders(name, uidvalidity, special_use, subscribed) VALUES (?, ?, ?, ?)",
-                (name, await _new_uidvalidity(db), special_use, int(subscribed)),
+                "INSERT INTO folders(id, name, uidvalidity, special_use, subscribed) VALUES (?, ?, ?, ?, ?)",
+                (await _new_folder_id(db), name, await _new_uidvalidity(db), special_use, int(subscribed)),
             )
         folder = await self.folder(name)
         assert folder is not None
@@ -151,6 +153,31 @@ class Mailbox:
             await db.execute(
                 "UPDATE folders SET subscribed = ? WHERE id = ?", (int(subscribed), folder.id)
             )
+
+    # -- Recent -------------------------------------------------------------------------------
+
+    async def recent_from(self, folder: Folder) -> int:
+        """The first UID of ``folder`` no session has been shown as \\Recent (RFC 3501 §2.3.2)."""
+        row = await self.store.fetchone("SELECT first_recent FROM folders WHERE id = ?", (folder.id,))
+        return int(row["first_recent"]) if row else folder.uidnext
+
+    async def claim_recent(self, folder: Folder, uids: list[int]) -> set[int]:
+        """Of ``uids``, the ones still recent, which from now on are recent for the caller only.
+
+        Kept in the folder's row, so it survives restarts and dies with the folder; a write
+        happens only when there is something to claim.
+        """
+        if not uids or max(uids) < await self.recent_from(folder):
+            return set()
+        async with self.store.write() as db:
+            async with db.execute("SELECT first_recent FROM folders WHERE id = ?", (folder.id,)) as cursor:
+                row = await cursor.fetchone()
+            if row is None:
+                return set()
+            floor = int(row[0])
+            await db.execute("UPDATE folders SET first_recent = max(first_recent, ?) WHERE id = ?",
+                             (max(uids) + 1, folder.id))
+        return {u for u in uids if u >= floor}
 
     # -- change notification -----------------------------------------------------------------
 
@@ -401,6 +428,16 @@ async def _new_uidvalidity(db: aiosqlite.Connection) -> int:
     fresh = max(int(time.time()), (int(row[0]) if row else 0) + 1)
     await db.execute("UPDATE uidvalidity SET latest = ?", (fresh,))
     return fresh
+
+
+async def _new_folder_id(db: aiosqlite.Connection) -> int:
+    """Never one given out before: SQLite would hand a deleted folder's id to the next one."""
+    await db.execute(
+        "UPDATE folder_ids SET latest = max(latest, (SELECT coalesce(max(id), 0) FROM folders)) + 1")
+    async with db.execute("SELECT latest FROM folder_ids") as cursor:
+        row = await cursor.fetchone()
+    assert row is not None
+    return int(row[0])
 
 
 async def _bump(db: aiosqlite.Connection, folder_id: int) -> int:

@@ -306,6 +306,19 @@ MIGRATIONS: list[tuple[str, str]] = [
         ALTER TABLE runs ADD COLUMN source TEXT
         """,
     ),
+    (
+        # IMAP \Recent (RFC 3501 2.3.2) lives with its folder: UIDs from first_recent on have not
+        # been shown as recent to any session yet. Messages present at the upgrade count as seen.
+        # Folder ids are never given out twice (folder_ids keeps the highest), so nothing keyed by
+        # an id, such as a session's open folder, can mistake a new folder for a deleted one.
+        "012_imap_recent",
+        """
+        ALTER TABLE folders ADD COLUMN first_recent INTEGER NOT NULL DEFAULT 1;
+        UPDATE folders SET first_recent = uidnext;
+        CREATE TABLE folder_ids(id INTEGER PRIMARY KEY CHECK (id = 1), latest INTEGER NOT NULL);
+        INSERT INTO folder_ids(id, latest) SELECT 1, coalesce(max(id), 0) FROM folders
+        """,
+    ),
 ]
 
 
