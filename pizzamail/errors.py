@@ -5,6 +5,8 @@
     ├── SecretMissing         a credential that is not stored anywhere (names the command that sets it)
     ├── SmtpRefusal           an SMTP command refused with a specific code (550, 552, 535 …)
     ├── ImapError             an IMAP command that fails: tagged NO (or BAD when ``bad`` is set)
+    ├── FolderError           a folder that cannot be made or renamed as asked (a name the file
+    │                         system cannot hold, or one already taken); carries its IMAP code
     ├── ProviderError         a model provider failed; ``retryable`` says whether trying again may help
     │   └── ProviderNotConfigured   no usable provider: the mail explains how to configure one
     ├── RunError              a run that cannot go on (step limit, broken checkpoint)
@@ -105,6 +107,18 @@ class ImapError(PizzamailError):
         status = b" BAD " if self.bad else b" NO "
         code = f"[{self.code}] ".encode("ascii") if self.code else b""
         return tag + status + code + _imap_text(self.message) + b"\r\n"
+
+
+class FolderError(PizzamailError):
+    """A mailbox folder cannot be made or renamed as asked. ``code`` is the RFC 5530 response
+    code an IMAP client acts on: ``LIMIT``, ``CANNOT`` or ``ALREADYEXISTS``."""
+
+    def __init__(self, message: str, *, code: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+    def imap_response(self, tag: bytes) -> bytes:
+        return ImapError(self.message, code=self.code).imap_response(tag)
 
 
 class ProviderError(PizzamailError):

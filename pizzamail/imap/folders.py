@@ -119,7 +119,7 @@ def _list_entries(command: str, folders: list[Folder], args: ListArgs) -> list[E
     """(name, attributes, folder) of every folder the selection options let through, and of the
     parents that exist only as a path (``a`` for ``a/b``)."""
     names = {f.name for f in folders}
-    parents = {n.rsplit("/", 1)[0] for n in names if "/" in n} - names
+    parents = {n.rsplit("/", depth)[0] for n in names for depth in range(1, n.count("/") + 1)} - names
     subscribed_only = command == "LSUB" or "SUBSCRIBED" in args.selection
     recursive = "RECURSIVEMATCH" in args.selection
     entries: list[Entry] = []

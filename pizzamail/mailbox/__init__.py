@@ -12,13 +12,14 @@ import os
 import re
 import shutil
 import time
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
 
 import aiosqlite
 
+from pizzamail.errors import FolderError
 from pizzamail.mailbox import maildir
 from pizzamail.store import Store
 
@@ -120,7 +121,12 @@ class Mailbox:
                 maildir.make_folder(self.path(existing), is_inbox=name == "INBOX")
                 return existing
             raise FileExistsError(name)
-        maildir.make_folder(self.path(name), is_inbox=name == "INBOX")
+        await self._check_names([name])
+        try:
+            maildir.make_folder(self.path(name), is_inbox=name == "INBOX")
+        except OSError as exc:
+            raise FolderError(f"the file system refused the folder's directory: {exc.strerror}",
+                              code="CANNOT") from exc
         async with self.store.write() as db:
             await db.execute(
                 "INSERT INTO folders(id, name, uidvalidity, special_use, subscribed) VALUES (?, ?, ?, ?, ?)",
@@ -141,12 +147,53 @@ class Mailbox:
         """Rename a folder and the folders below it (``a`` -> ``b`` also moves ``a/x`` to ``b/x``)."""
         moves = [(f, new_name + f.name[len(folder.name):]) for f in await self.folders()
                  if f.id == folder.id or f.name.startswith(folder.name + "/")]
+        await self._check_names([name for _, name in moves], moving={f.id for f, _ in moves})
         async with self.store.write() as db:
             for f, name in moves:
                 await db.execute("UPDATE folders SET name = ? WHERE id = ?", (name, f.id))
-        for f, name in moves:
-            os.rename(self.path(f), self.path(name))
+            self._move_dirs([(self.path(f), self.path(name)) for f, name in moves])
+        for f, _ in moves:
             self._changed(f.id)
+
+    def _move_dirs(self, moves: list[tuple[Path, Path]]) -> None:
+        """Rename directories, all or none (a failure undoes the ones done, and the caller's
+        transaction rolls back): the index and the Maildir never disagree about a name."""
+        done: list[tuple[Path, Path]] = []
+        try:
+            for src, dst in moves:
+                os.rename(src, dst)
+                done.append((src, dst))
+        except OSError as exc:
+            for src, dst in reversed(done):
+                os.rename(dst, src)
+            raise FolderError(f"the file system refused the rename: {exc.strerror}", code="CANNOT") from exc
+
+    async def _check_names(self, names: list[str], *, moving: Collection[int] = ()) -> None:
+        """Each new name is free, fits in a directory name, and is not the directory of another
+        folder (on a case-insensitive file system ``Foo`` and ``foo`` are one directory)."""
+        limit = maildir.name_max(self.root)
+        folders = await self.folders()
+        others = [f for f in folders if f.id not in moving]
+        for name in names:
+            size = len(os.fsencode(maildir.dir_name(name)))
+            if size > limit:
+                raise FolderError(
+                    f"that name is too long: as a Maildir directory it takes {size} bytes (a dot takes"
+                    f" three, a non-ASCII letter two or more) and the file system allows {limit}",
+                    code="LIMIT")
+            if any(f.name == name for f in folders):
+                raise FolderError(f"{name} already exists", code="ALREADYEXISTS")
+            sharing = self._same_directory(name, others)
+            if sharing is not None:
+                raise FolderError(f"{name} would share its directory with the folder {sharing.name}",
+                                  code="ALREADYEXISTS")
+
+    def _same_directory(self, name: str, folders: list[Folder]) -> Folder | None:
+        path = self.path(name)
+        if not path.exists():  # the usual case: nothing there yet
+            return None
+        return next((f for f in folders if self.path(f).exists() and os.path.samefile(path, self.path(f))),
+                    None)
 
     async def set_subscribed(self, folder: Folder, subscribed: bool) -> None:
         async with self.store.write() as db:
