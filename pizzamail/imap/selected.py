@@ -227,7 +227,7 @@ async def _idle_until_done(s: Session, done: asyncio.Future[bytes | None]) -> by
             # Take the event before looking, so a change right after the refresh still wakes us.
             changed = asyncio.ensure_future(s.mailbox.change_event(s.view.folder).wait())
             waiters.add(changed)
-            for out in await s.view.refresh(expunge_ok=True):
+            for out in await s.view.refresh(expunge_ok=True) + s.view.unheeded_exists():
                 await s.conn.send(out)
         await s.conn.flush()  # the client reads nothing of ours otherwise until it sends DONE
         try:

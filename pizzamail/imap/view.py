@@ -7,6 +7,10 @@ with a newer modseq are the new or re-flagged messages, and a count says whether
 
 EXPUNGE may not be announced while the client's sequence numbers are in use (during FETCH, STORE,
 SEARCH and COPY by number); until it can be, a vanished message stays in the numbering as a ghost.
+
+New mail announced in passing, inside the answer to a FETCH, STORE, SEARCH, COPY or MOVE, may go
+unheeded: Thunderbird notes the count there but looks for new UIDs only when something arrives
+while it idles. Such an EXISTS is said once more when the session next idles.
 """
 
 from __future__ import annotations
@@ -55,6 +59,8 @@ class View:
     recent: set[int] = field(default_factory=set)
     keywords: set[str] = field(default_factory=set)
     modseq: int = 0
+    #: the last EXISTS went out in passing (see the module's docstring) and is owed again
+    exists_unheeded: bool = False
     #: set by the mailbox at the folder's next change after we last looked; while it is not
     #: set, nothing changed and a command needs no trip to the database to know that
     watch: asyncio.Event | None = None
@@ -140,8 +146,11 @@ class View:
 
     # -- catching up -------------------------------------------------------------------------
 
-    async def refresh(self, *, expunge_ok: bool) -> list[bytes]:
-        """Catch up with the index; returns the untagged responses that announce the changes."""
+    async def refresh(self, *, expunge_ok: bool, in_passing: bool = False) -> list[bytes]:
+        """Catch up with the index; returns the untagged responses that announce the changes.
+
+        ``in_passing``: they ride along the answer to a command about particular messages.
+        """
         out: list[bytes] = []
         if self.watch is not None and not self.watch.is_set():
             return self._expunges() if expunge_ok else out
@@ -157,7 +166,7 @@ class View:
             await self._find_gone()
             out += keyword_line
             gone = len(self.ghosts) if expunge_ok else 0
-            out += (self._expunges() if expunge_ok else []) + self._exists(before - gone)
+            out += (self._expunges() if expunge_ok else []) + self._exists(before - gone, in_passing)
             out += [self.fetch_flags(u) for u in flagged if u in self.rows]
         elif expunge_ok:
             out += self._expunges()
@@ -215,10 +224,18 @@ class View:
         self.ghosts = set()
         return lines
 
-    def _exists(self, before: int) -> list[bytes]:
+    def _exists(self, before: int, in_passing: bool) -> list[bytes]:
         if self.exists == before:
             return []
+        self.exists_unheeded = in_passing
         return [b"* %d EXISTS\r\n" % self.exists, b"* %d RECENT\r\n" % len(self.recent)]
+
+    def unheeded_exists(self) -> list[bytes]:
+        """The EXISTS said in passing, once more (for a session that now idles)."""
+        if not self.exists_unheeded:
+            return []
+        self.exists_unheeded = False
+        return [b"* %d EXISTS\r\n" % self.exists]
 
     def fetch_flags(self, uid: int, *, with_uid: bool = False, with_flags: bool = True) -> bytes:
         """The FETCH line announcing a message's flags (with MODSEQ once CONDSTORE is on)."""
