@@ -153,15 +153,15 @@ async def move(s: Session, cmd: Command) -> bytes:
     copied, code = await _copy(s, cmd)
     if code:
         await s.conn.send(b"* OK " + code + b"Moved\r\n")
-    await _expunge(s, view, copied)
+    await _expunge(s, view, copied, in_passing=True)
     return cmd.name.encode() + b" completed"
 
 
-async def _expunge(s: Session, view: View, uids: list[int]) -> None:
+async def _expunge(s: Session, view: View, uids: list[int], *, in_passing: bool = False) -> None:
     """Remove messages and announce it (RFC 6851 lets MOVE announce even by number)."""
     if uids:
         view.note_gone(await s.mailbox.expunge(view.folder, uids))
-    for line in await view.refresh(expunge_ok=True):
+    for line in await view.refresh(expunge_ok=True, in_passing=in_passing):
         await s.conn.send(line)
 
 
