@@ -83,3 +83,18 @@ async def test_every_level_of_a_deep_name_is_listed(client: Client) -> None:
         b'* LIST (\\Noselect \\HasChildren) "/" one/two/three\r\n', b"m OK LIST completed\r\n"]
     assert await client.command(b'n LIST "" one/two/three/%') == [
         b'* LIST (\\HasNoChildren) "/" one/two/three/four\r\n', b"n OK LIST completed\r\n"]
+
+
+async def test_a_rename_the_file_system_refuses_changes_nothing(client: Client, mailbox: Mailbox) -> None:
+    for name in (b"a", b"a/x"):
+        await client.command(b"c CREATE " + name)
+    await client.command(b"p APPEND a/x {%d+}\r\n" % len(b"x\r\n\r\nx\r\n") + b"x\r\n\r\nx\r\n")
+    stray = mailbox.root / ".b.x" / "cur"  # another program's directory, in the way of a/x -> b/x
+    stray.mkdir(parents=True)
+    (stray / "mail").write_bytes(b"not ours")
+    reply = await client.command(b"r RENAME a b")
+    assert reply[-1].startswith(b"r NO [CANNOT] the file system refused the rename: ")
+    assert {b"a", b"a/x"} <= set(await listed(client)) and b"b" not in await listed(client)
+    assert (mailbox.root / ".a" / "cur").is_dir() and not (mailbox.root / ".b").exists()
+    assert await client.command(b"s STATUS a/x (MESSAGES)") == [
+        b"* STATUS a/x (MESSAGES 1)\r\n", b"s OK STATUS completed\r\n"]
