@@ -6,6 +6,8 @@
     ├── SmtpRefusal           an SMTP command refused with a specific code (550, 552, 535 …)
     ├── ImapError             an IMAP command that fails: tagged NO (or BAD when ``bad`` is set)
     ├── HttpRefusal           an HTTP request refused (a webhook delivery): a 4xx status and a JSON reason
+    ├── FolderError           a folder that cannot be made or renamed as asked (a name the file
+    │                         system cannot hold, or one already taken); carries its IMAP code
     ├── ProviderError         a model provider failed; ``retryable`` says whether trying again may help
     │   └── ProviderNotConfigured   no usable provider: the mail explains how to configure one
     ├── RunError              a run that cannot go on (step limit, broken checkpoint)
@@ -122,6 +124,18 @@ class HttpRefusal(PizzamailError):
 
     def http_body(self) -> dict[str, object]:
         return {"ok": False, "error": self.message}
+
+
+class FolderError(PizzamailError):
+    """A mailbox folder cannot be made or renamed as asked. ``code`` is the RFC 5530 response
+    code an IMAP client acts on: ``LIMIT``, ``CANNOT`` or ``ALREADYEXISTS``."""
+
+    def __init__(self, message: str, *, code: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+    def imap_response(self, tag: bytes) -> bytes:
+        return ImapError(self.message, code=self.code).imap_response(tag)
 
 
 class ProviderError(PizzamailError):

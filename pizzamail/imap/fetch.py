@@ -115,10 +115,12 @@ class Fetcher:
 
     def _response(self, uid: int, message: _Message, flags_changed: bool) -> bytes:
         items = [self._item(att, uid, message) for att in self.atts]
-        if flags_changed and not any(a.name == "FLAGS" for a in self.atts):
-            items.append(self._item(FetchAtt("FLAGS"), uid, message))
-            if self.view.enabled.condstore and not any(a.name == "MODSEQ" for a in self.atts):
-                items.append(self._item(FetchAtt("MODSEQ"), uid, message))
+        # Flags this FETCH changed are reported with their new MODSEQ (RFC 7162 §3.2.4), whether
+        # or not the client asked for FLAGS.
+        asked = {a.name for a in self.atts}
+        for extra in ("FLAGS", "MODSEQ") if flags_changed else ():
+            if extra not in asked and (extra == "FLAGS" or self.view.enabled.condstore):
+                items.append(self._item(FetchAtt(extra), uid, message))
         return b"* %d FETCH (%s)\r\n" % (self.view.seq(uid), b" ".join(items))
 
     def _item(self, att: FetchAtt, uid: int, message: _Message) -> bytes:

@@ -43,7 +43,7 @@ async def select(s: Session, cmd: Command) -> bytes:
     if args.condstore:
         await s.use_condstore()
     readonly = cmd.name == "EXAMINE"
-    view = await View.open(s.mailbox, folder, readonly, s.shared.claims, s.enabled)
+    view = await View.open(s.mailbox, folder, readonly, s.enabled)
     lines = _select_lines(view, folder)
     if args.qresync is not None and args.qresync.uidvalidity == folder.uidvalidity:
         lines += await _resync_lines(s, view, args.qresync)
@@ -119,7 +119,7 @@ def _list_entries(command: str, folders: list[Folder], args: ListArgs) -> list[E
     """(name, attributes, folder) of every folder the selection options let through, and of the
     parents that exist only as a path (``a`` for ``a/b``)."""
     names = {f.name for f in folders}
-    parents = {n.rsplit("/", 1)[0] for n in names if "/" in n} - names
+    parents = {n.rsplit("/", depth)[0] for n in names for depth in range(1, n.count("/") + 1)} - names
     subscribed_only = command == "LSUB" or "SUBSCRIBED" in args.selection
     recursive = "RECURSIVEMATCH" in args.selection
     entries: list[Entry] = []
@@ -175,7 +175,7 @@ async def _status_values(s: Session, folder: Folder) -> dict[str, int]:
         "SELECT count(*) AS messages,"
         " sum(instr(' ' || flags || ' ', ' \\Seen ') = 0) AS unseen,"
         " sum(uid >= ?) AS recent FROM mail WHERE folder_id = ?",
-        (s.shared.claims.start(folder), folder.id),
+        (await s.mailbox.recent_from(folder), folder.id),
     )
     assert row is not None
     return {
@@ -193,7 +193,8 @@ async def create(s: Session, cmd: Command) -> bytes:
     _check_name(name)
     if await s.mailbox.folder(name) is not None:
         raise ImapError(f"{name} already exists", code="ALREADYEXISTS")
-    await s.mailbox.create_folder(name)
+    # Not subscribed: a client that wants the folder listed subscribes it (as with Dovecot).
+    await s.mailbox.create_folder(name, subscribed=False)
     return b"CREATE completed"
 
 

@@ -14,6 +14,9 @@ from pizzamail.errors import ImapError
 from pizzamail.imap.reader import Reader, SequenceSet
 
 CHARSETS = {"UTF-8": "utf-8", "US-ASCII": "ascii"}
+#: NOT, OR and parentheses nest; no client needs this many, and a 64 KB line of ``NOT NOT …``
+#: would otherwise exhaust Python's recursion limit
+MAX_DEPTH = 100
 
 
 @dataclass(frozen=True)
@@ -118,6 +121,7 @@ class _KeyParser:
         # Clients send UTF-8 without announcing it; US-ASCII is a subset, so decode both as UTF-8.
         self.charset = "utf-8" if charset == "ascii" else charset
         self.handlers = self._handlers()
+        self.depth = 0
 
     def text(self) -> str:
         self.r.sp()
@@ -128,6 +132,15 @@ class _KeyParser:
             raise ImapError("search text is not valid in its charset", bad=True) from exc
 
     def key(self) -> SearchKey:
+        if self.depth >= MAX_DEPTH:
+            raise self.r.fail(f"search program nested more than {MAX_DEPTH} deep")
+        self.depth += 1
+        try:
+            return self._key()
+        finally:
+            self.depth -= 1
+
+    def _key(self) -> SearchKey:
         r = self.r
         if r.take(b"("):
             keys = [self.key()]

@@ -153,15 +153,15 @@ async def move(s: Session, cmd: Command) -> bytes:
     copied, code = await _copy(s, cmd)
     if code:
         await s.conn.send(b"* OK " + code + b"Moved\r\n")
-    await _expunge(s, view, copied)
+    await _expunge(s, view, copied, in_passing=True)
     return cmd.name.encode() + b" completed"
 
 
-async def _expunge(s: Session, view: View, uids: list[int]) -> None:
+async def _expunge(s: Session, view: View, uids: list[int], *, in_passing: bool = False) -> None:
     """Remove messages and announce it (RFC 6851 lets MOVE announce even by number)."""
     if uids:
         view.note_gone(await s.mailbox.expunge(view.folder, uids))
-    for line in await view.refresh(expunge_ok=True):
+    for line in await view.refresh(expunge_ok=True, in_passing=in_passing):
         await s.conn.send(line)
 
 
@@ -227,7 +227,7 @@ async def _idle_until_done(s: Session, done: asyncio.Future[bytes | None]) -> by
             # Take the event before looking, so a change right after the refresh still wakes us.
             changed = asyncio.ensure_future(s.mailbox.change_event(s.view.folder).wait())
             waiters.add(changed)
-            for out in await s.view.refresh(expunge_ok=True):
+            for out in await s.view.refresh(expunge_ok=True) + s.view.unheeded_exists():
                 await s.conn.send(out)
         await s.conn.flush()  # the client reads nothing of ours otherwise until it sends DONE
         try:

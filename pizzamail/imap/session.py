@@ -21,7 +21,7 @@ from pizzamail.errors import ImapError, PizzamailError
 from pizzamail.guard import Gate, Visitor
 from pizzamail.imap import capabilities, wire
 from pizzamail.imap.parser import Command, NoArgs, Words, parse_command, peek_tag
-from pizzamail.imap.view import Extensions, RecentClaims, View
+from pizzamail.imap.view import Extensions, View
 from pizzamail.mailbox import Mailbox
 
 log = logging.getLogger(__name__)
@@ -111,7 +111,6 @@ class Shared:
     limits: Limits
     #: the server's certificate and key; None means no STARTTLS and no implicit TLS
     tls: ssl.SSLContext | None = None
-    claims: RecentClaims = field(default_factory=RecentClaims)
     #: connections before login and their password checks (shared with SMTP in ``serve``)
     gate: Gate = field(default_factory=Gate)
 
@@ -198,7 +197,8 @@ class Session:
         try:
             if self.state not in spec.states:
                 raise ImapError(f"{cmd.name} is not allowed in the {self.state.value} state", bad=True)
-            await self.catch_up(cmd)
+            if cmd.name != "IDLE":  # IDLE announces after "+ idling", where every client listens
+                await self.catch_up(cmd)
             text = await spec.handler(self, cmd)
             response = cmd.tag + b" OK " + text + b"\r\n" if text is not ANSWERED else b""
         except PizzamailError as exc:
@@ -216,8 +216,9 @@ class Session:
         """Announce what changed in the selected folder since this session last looked."""
         if self.view is None:
             return
-        expunge_ok = cmd.uid or cmd.name not in _NUMBERED
-        for line in await self.view.refresh(expunge_ok=expunge_ok):
+        about_messages = cmd.name.removeprefix("UID ") in _NUMBERED
+        lines = await self.view.refresh(expunge_ok=cmd.uid or not about_messages, in_passing=about_messages)
+        for line in lines:
             await self.conn.send(line)
 
 

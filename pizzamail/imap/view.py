@@ -7,6 +7,10 @@ with a newer modseq are the new or re-flagged messages, and a count says whether
 
 EXPUNGE may not be announced while the client's sequence numbers are in use (during FETCH, STORE,
 SEARCH and COPY by number); until it can be, a vanished message stays in the numbering as a ghost.
+
+New mail announced in passing, inside the answer to a FETCH, STORE, SEARCH, COPY or MOVE, may go
+unheeded: Thunderbird notes the count there but looks for new UIDs only when something arrives
+while it idles. Such an EXISTS is said once more when the session next idles.
 """
 
 from __future__ import annotations
@@ -22,26 +26,6 @@ from pizzamail.imap.reader import SequenceSet
 from pizzamail.mailbox import Folder, Mailbox, MailRow
 
 _ROW_COLUMNS = "uid, name, subdir, size, internaldate, flags, modseq"
-
-
-@dataclass
-class RecentClaims:
-    """``\\Recent``, kept per process: a message is recent for the first session that selects
-    the folder after it arrived. Messages present at server start are not recent (RFC 3501
-    lets a server decide; keeping it in memory avoids a write per SELECT)."""
-
-    first_unclaimed: dict[int, int] = field(default_factory=dict)
-
-    def start(self, folder: Folder) -> int:
-        return self.first_unclaimed.setdefault(folder.id, folder.uidnext)
-
-    def claim(self, folder: Folder, uids: list[int]) -> set[int]:
-        """Take every UID not yet claimed; returns the ones this caller got."""
-        floor = self.start(folder)
-        mine = {u for u in uids if u >= floor}
-        if uids:
-            self.first_unclaimed[folder.id] = max(floor, max(uids) + 1)
-        return mine
 
 
 @dataclass
@@ -68,7 +52,6 @@ class View:
     mailbox: Mailbox
     folder: Folder
     readonly: bool
-    claims: RecentClaims
     enabled: Extensions = field(default_factory=Extensions)
     uids: list[int] = field(default_factory=list)  # the client's numbering, ghosts included
     rows: dict[int, MailRow] = field(default_factory=dict)  # live messages
@@ -76,24 +59,28 @@ class View:
     recent: set[int] = field(default_factory=set)
     keywords: set[str] = field(default_factory=set)
     modseq: int = 0
+    #: the last EXISTS went out in passing (see the module's docstring) and is owed again
+    exists_unheeded: bool = False
     #: set by the mailbox at the folder's next change after we last looked; while it is not
     #: set, nothing changed and a command needs no trip to the database to know that
     watch: asyncio.Event | None = None
 
     @classmethod
-    async def open(
-        cls, mailbox: Mailbox, folder: Folder, readonly: bool, claims: RecentClaims, enabled: Extensions
-    ) -> View:
-        view = cls(mailbox, folder, readonly, claims, enabled, modseq=folder.modseq,
+    async def open(cls, mailbox: Mailbox, folder: Folder, readonly: bool, enabled: Extensions) -> View:
+        view = cls(mailbox, folder, readonly, enabled, modseq=folder.modseq,
                    watch=mailbox.change_event(folder))  # before reading: no change slips by
         for row in await mailbox.messages(folder):
             view._add(row)
-        if readonly:
-            floor = claims.start(folder)
-            view.recent = {u for u in view.uids if u >= floor}
-        else:
-            view.recent = claims.claim(folder, view.uids)
+        await view._take_recent(view.uids)
         return view
+
+    async def _take_recent(self, uids: list[int]) -> None:
+        """A read-write session takes \\Recent from the folder; EXAMINE only looks (RFC 3501 §6.3.2)."""
+        if self.readonly:
+            floor = await self.mailbox.recent_from(self.folder)
+            self.recent |= {u for u in uids if u >= floor}
+        else:
+            self.recent |= await self.mailbox.claim_recent(self.folder, uids)
 
     def _add(self, row: MailRow) -> None:
         self.uids.append(row.uid)
@@ -159,8 +146,11 @@ class View:
 
     # -- catching up -------------------------------------------------------------------------
 
-    async def refresh(self, *, expunge_ok: bool) -> list[bytes]:
-        """Catch up with the index; returns the untagged responses that announce the changes."""
+    async def refresh(self, *, expunge_ok: bool, in_passing: bool = False) -> list[bytes]:
+        """Catch up with the index; returns the untagged responses that announce the changes.
+
+        ``in_passing``: they ride along the answer to a command about particular messages.
+        """
         out: list[bytes] = []
         if self.watch is not None and not self.watch.is_set():
             return self._expunges() if expunge_ok else out
@@ -171,11 +161,12 @@ class View:
             before = self.exists
             changed = await self._changed_rows()
             self.modseq = int(row["modseq"])
-            flagged, keyword_line = self._apply(changed)
+            flagged, arrived, keyword_line = self._apply(changed)
+            await self._take_recent(arrived)
             await self._find_gone()
             out += keyword_line
             gone = len(self.ghosts) if expunge_ok else 0
-            out += (self._expunges() if expunge_ok else []) + self._exists(before - gone)
+            out += (self._expunges() if expunge_ok else []) + self._exists(before - gone, in_passing)
             out += [self.fetch_flags(u) for u in flagged if u in self.rows]
         elif expunge_ok:
             out += self._expunges()
@@ -188,7 +179,7 @@ class View:
         )
         return [MailRow(**{**dict(r), "flags": frozenset(r["flags"].split())}) for r in rows]
 
-    def _apply(self, changed: list[MailRow]) -> tuple[list[int], list[bytes]]:
+    def _apply(self, changed: list[MailRow]) -> tuple[list[int], list[int], list[bytes]]:
         keywords = set(self.keywords)
         flagged: list[int] = []
         arrived: list[int] = []
@@ -201,10 +192,9 @@ class View:
             elif row.uid not in self.ghosts and (not self.uids or row.uid > self.uids[-1]):
                 self._add(row)
                 arrived.append(row.uid)
-        self.recent |= set() if self.readonly else self.claims.claim(self.folder, arrived)
         for uid in flagged:
             self.keywords |= {f for f in self.rows[uid].flags if not f.startswith("\\")}
-        return flagged, [self.flag_line()] if self.keywords != keywords else []
+        return flagged, arrived, [self.flag_line()] if self.keywords != keywords else []
 
     async def _find_gone(self) -> None:
         """Messages expunged by others: a count first; the UID list only when it differs."""
@@ -234,10 +224,18 @@ class View:
         self.ghosts = set()
         return lines
 
-    def _exists(self, before: int) -> list[bytes]:
+    def _exists(self, before: int, in_passing: bool) -> list[bytes]:
         if self.exists == before:
             return []
+        self.exists_unheeded = in_passing
         return [b"* %d EXISTS\r\n" % self.exists, b"* %d RECENT\r\n" % len(self.recent)]
+
+    def unheeded_exists(self) -> list[bytes]:
+        """The EXISTS said in passing, once more (for a session that now idles)."""
+        if not self.exists_unheeded:
+            return []
+        self.exists_unheeded = False
+        return [b"* %d EXISTS\r\n" % self.exists]
 
     def fetch_flags(self, uid: int, *, with_uid: bool = False, with_flags: bool = True) -> bytes:
         """The FETCH line announcing a message's flags (with MODSEQ once CONDSTORE is on)."""

@@ -12,13 +12,14 @@ import os
 import re
 import shutil
 import time
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
 
 import aiosqlite
 
+from pizzamail.errors import FolderError
 from pizzamail.mailbox import maildir
 from pizzamail.store import Store
 
@@ -43,6 +44,8 @@ class Folder:
     modseq: int
     special_use: str | None
     subscribed: bool
+    #: UIDs from here on are \Recent for the next session that opens the folder
+    first_recent: int
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -107,19 +110,27 @@ class Mailbox:
         return _folder(row) if row else None
 
     async def create_folder(
-        self, name: str, *, special_use: str | None = None, exist_ok: bool = False
+        self, name: str, *, special_use: str | None = None, exist_ok: bool = False,
+        subscribed: bool = True,
     ) -> Folder:
+        """Make a folder. Folders pizzamail makes for itself are subscribed, so every client
+        shows them; an IMAP client's CREATE passes ``subscribed=False`` and subscribes itself."""
         existing = await self.folder(name)
         if existing is not None:
             if exist_ok:
                 maildir.make_folder(self.path(existing), is_inbox=name == "INBOX")
                 return existing
             raise FileExistsError(name)
-        maildir.make_folder(self.path(name), is_inbox=name == "INBOX")
+        await self._check_names([name])
+        try:
+            maildir.make_folder(self.path(name), is_inbox=name == "INBOX")
+        except OSError as exc:
+            raise FolderError(f"the file system refused the folder's directory: {exc.strerror}",
+                              code="CANNOT") from exc
         async with self.store.write() as db:
             await db.execute(
-                "INSERT INTO folders(name, uidvalidity, special_use) VALUES (?, ?, ?)",
-                (name, await _new_uidvalidity(db), special_use),
+                "INSERT INTO folders(id, name, uidvalidity, special_use, subscribed) VALUES (?, ?, ?, ?, ?)",
+                (await _new_folder_id(db), name, await _new_uidvalidity(db), special_use, int(subscribed)),
             )
         folder = await self.folder(name)
         assert folder is not None
@@ -136,18 +147,84 @@ class Mailbox:
         """Rename a folder and the folders below it (``a`` -> ``b`` also moves ``a/x`` to ``b/x``)."""
         moves = [(f, new_name + f.name[len(folder.name):]) for f in await self.folders()
                  if f.id == folder.id or f.name.startswith(folder.name + "/")]
+        await self._check_names([name for _, name in moves], moving={f.id for f, _ in moves})
         async with self.store.write() as db:
             for f, name in moves:
                 await db.execute("UPDATE folders SET name = ? WHERE id = ?", (name, f.id))
-        for f, name in moves:
-            os.rename(self.path(f), self.path(name))
+            self._move_dirs([(self.path(f), self.path(name)) for f, name in moves])
+        for f, _ in moves:
             self._changed(f.id)
+
+    def _move_dirs(self, moves: list[tuple[Path, Path]]) -> None:
+        """Rename directories, all or none (a failure undoes the ones done, and the caller's
+        transaction rolls back): the index and the Maildir never disagree about a name."""
+        done: list[tuple[Path, Path]] = []
+        try:
+            for src, dst in moves:
+                os.rename(src, dst)
+                done.append((src, dst))
+        except OSError as exc:
+            for src, dst in reversed(done):
+                os.rename(dst, src)
+            raise FolderError(f"the file system refused the rename: {exc.strerror}", code="CANNOT") from exc
+
+    async def _check_names(self, names: list[str], *, moving: Collection[int] = ()) -> None:
+        """Each new name is free, fits in a directory name, and is not the directory of another
+        folder (on a case-insensitive file system ``Foo`` and ``foo`` are one directory)."""
+        limit = maildir.name_max(self.root)
+        folders = await self.folders()
+        others = [f for f in folders if f.id not in moving]
+        for name in names:
+            size = len(os.fsencode(maildir.dir_name(name)))
+            if size > limit:
+                raise FolderError(
+                    f"that name is too long: as a Maildir directory it takes {size} bytes (a dot takes"
+                    f" three, a non-ASCII letter two or more) and the file system allows {limit}",
+                    code="LIMIT")
+            if any(f.name == name for f in folders):
+                raise FolderError(f"{name} already exists", code="ALREADYEXISTS")
+            sharing = self._same_directory(name, others)
+            if sharing is not None:
+                raise FolderError(f"{name} would share its directory with the folder {sharing.name}",
+                                  code="ALREADYEXISTS")
+
+    def _same_directory(self, name: str, folders: list[Folder]) -> Folder | None:
+        path = self.path(name)
+        if not path.exists():  # the usual case: nothing there yet
+            return None
+        return next((f for f in folders if self.path(f).exists() and os.path.samefile(path, self.path(f))),
+                    None)
 
     async def set_subscribed(self, folder: Folder, subscribed: bool) -> None:
         async with self.store.write() as db:
             await db.execute(
                 "UPDATE folders SET subscribed = ? WHERE id = ?", (int(subscribed), folder.id)
             )
+
+    # -- Recent -------------------------------------------------------------------------------
+
+    async def recent_from(self, folder: Folder) -> int:
+        """The first UID of ``folder`` no session has been shown as \\Recent (RFC 3501 §2.3.2)."""
+        row = await self.store.fetchone("SELECT first_recent FROM folders WHERE id = ?", (folder.id,))
+        return int(row["first_recent"]) if row else folder.uidnext
+
+    async def claim_recent(self, folder: Folder, uids: list[int]) -> set[int]:
+        """Of ``uids``, the ones still recent, which from now on are recent for the caller only.
+
+        Kept in the folder's row, so it survives restarts and dies with the folder; a write
+        happens only when there is something to claim.
+        """
+        if not uids or max(uids) < await self.recent_from(folder):
+            return set()
+        async with self.store.write() as db:
+            async with db.execute("SELECT first_recent FROM folders WHERE id = ?", (folder.id,)) as cursor:
+                row = await cursor.fetchone()
+            if row is None:
+                return set()
+            floor = int(row[0])
+            await db.execute("UPDATE folders SET first_recent = max(first_recent, ?) WHERE id = ?",
+                             (max(uids) + 1, folder.id))
+        return {u for u in uids if u >= floor}
 
     # -- change notification -----------------------------------------------------------------
 
@@ -409,6 +486,16 @@ async def _new_uidvalidity(db: aiosqlite.Connection) -> int:
     fresh = max(int(time.time()), (int(row[0]) if row else 0) + 1)
     await db.execute("UPDATE uidvalidity SET latest = ?", (fresh,))
     return fresh
+
+
+async def _new_folder_id(db: aiosqlite.Connection) -> int:
+    """Never one given out before: SQLite would hand a deleted folder's id to the next one."""
+    await db.execute(
+        "UPDATE folder_ids SET latest = max(latest, (SELECT coalesce(max(id), 0) FROM folders)) + 1")
+    async with db.execute("SELECT latest FROM folder_ids") as cursor:
+        row = await cursor.fetchone()
+    assert row is not None
+    return int(row[0])
 
 
 async def _bump(db: aiosqlite.Connection, folder_id: int) -> int:

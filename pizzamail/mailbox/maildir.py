@@ -26,11 +26,25 @@ def to_crlf(data: bytes) -> bytes:
 
 
 def folder_path(root: Path, name: str) -> Path:
-    """INBOX is the Maildir root; ``a/b`` is ``.a.b`` (a literal dot is escaped as ``%2E``)."""
+    """INBOX is the Maildir root; any other folder is a directory in it (see :func:`dir_name`)."""
     if name.upper() == "INBOX":
         return root
+    return root / dir_name(name)
+
+
+def dir_name(name: str) -> str:
+    """``a/b`` -> ``.a.b``: however deep, a folder is one directory, a literal dot escaped as ``%2E``."""
     parts = [p.replace("%", "%25").replace(".", "%2E") for p in name.split("/")]
-    return root / ("." + ".".join(parts))
+    return "." + ".".join(parts)
+
+
+def name_max(root: Path) -> int:
+    """The longest file name, in bytes, the file system under ``root`` takes (255 on most; 143 on
+    eCryptfs): the limit of a folder name once it is a directory name."""
+    try:
+        return os.pathconf(root, "PC_NAME_MAX")
+    except (OSError, ValueError):
+        return 255
 
 
 def folder_name(dirname: str) -> str:

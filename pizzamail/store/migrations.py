@@ -307,6 +307,19 @@ MIGRATIONS: list[tuple[str, str]] = [
         """,
     ),
     (
+        # IMAP \Recent (RFC 3501 2.3.2) lives with its folder: UIDs from first_recent on have not
+        # been shown as recent to any session yet. Messages present at the upgrade count as seen.
+        # Folder ids are never given out twice (folder_ids keeps the highest), so nothing keyed by
+        # an id, such as a session's open folder, can mistake a new folder for a deleted one.
+        "012_imap_recent",
+        """
+        ALTER TABLE folders ADD COLUMN first_recent INTEGER NOT NULL DEFAULT 1;
+        UPDATE folders SET first_recent = uidnext;
+        CREATE TABLE folder_ids(id INTEGER PRIMARY KEY CHECK (id = 1), latest INTEGER NOT NULL);
+        INSERT INTO folder_ids(id, latest) SELECT 1, coalesce(max(id), 0) FROM folders
+        """,
+    ),
+    (
         # Crashes of the process in a row that cut a run off before it checkpointed anything new.
         # A crash is not a failed attempt of the runs it interrupts; only a run that keeps taking
         # the process down, alone and without getting further, runs out of these.
@@ -329,7 +342,8 @@ MIGRATIONS: list[tuple[str, str]] = [
         );
         CREATE INDEX webhook_signatures_signed_at ON webhook_signatures(signed_at)
         """,
-    ),    (
+    ),
+    (
         # A call a standing rule ("approve always") let run without asking: which rule, the exact
         # arguments and when, so the run's mail can say so (X-Pizzamail-Decision) like any decision.
         # rule_action: the action whose "approve always" made the rule (the rule may be revoked later).
@@ -349,7 +363,6 @@ MIGRATIONS: list[tuple[str, str]] = [
         )
         """,
     ),
-
 ]
 
 

@@ -24,15 +24,19 @@ def sample_files(folder: str = "") -> list[Path]:
 
 
 async def seed(mailbox: Mailbox) -> list[bytes]:
-    """Deliver the sample INBOX (flags from the names, dates from the time prefix)."""
+    """Deliver the sample INBOX (flags from the names, dates from the time prefix) as mail already
+    looked at by some earlier session, so none of it is \\Recent any more."""
     inbox = await mailbox.folder("INBOX")
     assert inbox is not None
     bodies = []
+    uids = []
     for path in sample_files():
         data = path.read_bytes()
         flags = split_name(path.name)[1]
-        await mailbox.deliver(inbox, data, flags=flags, internaldate=int(path.name.split(".")[0]))
+        stamp = int(path.name.split(".")[0])
+        uids.append(await mailbox.deliver(inbox, data, flags=flags, internaldate=stamp))
         bodies.append(data)
+    await mailbox.claim_recent(inbox, uids)
     return bodies
 
 

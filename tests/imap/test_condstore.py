@@ -38,6 +38,22 @@ async def test_enable_select_fetch_modseq(client: Client, sample: list[bytes]) -
         b" FLAGS (\\Seen) MODSEQ (12))\r\n", b"g OK FETCH completed\r\n"]
 
 
+async def test_fetch_that_sets_seen_and_asks_for_flags_carries_modseq(
+    client: Client, sample: list[bytes]
+) -> None:
+    """RFC 7162 §3.2.4 (found by IMAPClient's live tests): a FETCH that changes flags reports the
+    new MODSEQ, also when the client asked for FLAGS itself."""
+    await client.command(b"e ENABLE CONDSTORE")
+    await client.command(b"s SELECT INBOX")
+    assert await client.command(b"a FETCH 5 (FLAGS BODY[HEADER.FIELDS (X-NONE)])") == [
+        b"* 5 FETCH (FLAGS (\\Seen) BODY[HEADER.FIELDS (X-NONE)] {2}\r\n", b"\r\n",
+        b" MODSEQ (11))\r\n", b"a OK FETCH completed\r\n"]
+    # Nothing changed this time: no MODSEQ unless asked for.
+    assert await client.command(b"b FETCH 5 (FLAGS BODY[HEADER.FIELDS (X-NONE)])") == [
+        b"* 5 FETCH (FLAGS (\\Seen) BODY[HEADER.FIELDS (X-NONE)] {2}\r\n", b"\r\n",
+        b")\r\n", b"b OK FETCH completed\r\n"]
+
+
 async def test_conditional_store(client: Client, sample: list[bytes]) -> None:
     await client.command(b"s SELECT INBOX (CONDSTORE)")
     await client.command(b"a STORE 1 +FLAGS.SILENT (\\Flagged)")  # message 1 now at modseq 11

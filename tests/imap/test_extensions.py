@@ -24,6 +24,7 @@ BINARY_MAIL = (
 
 async def test_list_extended_and_status(client: Client, mailbox: Mailbox, sample: list[bytes]) -> None:
     await client.command(b"a CREATE Projects/Alpha")
+    await client.command(b"a SUBSCRIBE Projects/Alpha")
     await client.command(b"b UNSUBSCRIBE Trash")
     assert await client.command(b'c LIST (SPECIAL-USE) "" * RETURN (SUBSCRIBED)') == [
         b'* LIST (\\HasNoChildren \\Sent \\Subscribed) "/" Sent\r\n',
@@ -71,7 +72,8 @@ async def test_binary_fetch(client: Client, mailbox: Mailbox) -> None:
     assert await client.line() == b")\r\n"
     assert await client.line() == b"b OK FETCH completed\r\n"
     assert await client.command(b"c FETCH 1 BINARY[2]<65.4>") == [
-        b"* 1 FETCH (BINARY[2]<65> {4}\r\n", b"ABCD FLAGS (\\Seen))\r\n", b"c OK FETCH completed\r\n"]
+        b"* 1 FETCH (BINARY[2]<65> {4}\r\n", b"ABCD FLAGS (\\Seen \\Recent))\r\n",
+        b"c OK FETCH completed\r\n"]
     assert await client.command(b"d FETCH 1 BINARY.PEEK[3]") == [
         b"d NO [UNKNOWN-CTE] unknown Content-Transfer-Encoding\r\n"]
     assert await client.command(b"e FETCH 1 BINARY.SIZE[4]") == [

@@ -65,7 +65,7 @@ def _append_move_flag(c: IMAPClient) -> None:
     c.select_folder("Sent")
     sent = c.fetch([uid], ["BODY.PEEK[]", "FLAGS", "INTERNALDATE"])[uid]
     assert sent[b"BODY[]"] == REPLY
-    assert set(sent[b"FLAGS"]) == {b"\\Seen", b"$Forwarded"}
+    assert set(sent[b"FLAGS"]) == {b"\\Seen", b"$Forwarded", b"\\Recent"}  # new to this session
     assert sent[b"INTERNALDATE"] == SENT_AT.astimezone().replace(tzinfo=None)
     c.select_folder("INBOX")
     c.move([8], "Action")

@@ -293,7 +293,7 @@ async def test_append_copy_move(client: Client, mailbox: Mailbox, sample: list[b
         b"b NO [TRYCREATE] no folder named Nowhere\r\n"]
     await client.command(b"c SELECT Sent")
     assert await client.command(b"d FETCH 1 (FLAGS INTERNALDATE BODY.PEEK[])") == [
-        b'* 1 FETCH (FLAGS (\\Seen $Sent) INTERNALDATE " 1-Dec-2025 09:00:00 +0000" BODY[] {%d}\r\n'
+        b'* 1 FETCH (FLAGS (\\Seen $Sent \\Recent) INTERNALDATE " 1-Dec-2025 09:00:00 +0000" BODY[] {%d}\r\n'
         % len(message),
         *message.splitlines(keepends=True)[:-1],
         b"hello\r\n",

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
 from imaptools import connect
 
 from pizzamail.imap import ImapServer
+from pizzamail.imap.fetch import Fetcher
 from pizzamail.mailbox import Folder, Mailbox
 
 NEW_MAIL = b"From: bot@pizzamail.localhost\r\nSubject: new\r\n\r\nfresh\r\n"
@@ -104,7 +106,8 @@ async def test_mail_arriving_between_idles_is_announced(
         await c.command(b"s SELECT INBOX")
         await mailbox.deliver(await inbox(mailbox), NEW_MAIL)  # while the client is not idling
         await c.send(b"i IDLE\r\n")
-        assert [await c.line() for _ in range(3)] == [b"* 10 EXISTS\r\n", b"* 1 RECENT\r\n", b"+ idling\r\n"]
+        # After "+ idling", not before: Thunderbird acts only on what comes while it idles.
+        assert [await c.line() for _ in range(3)] == [b"+ idling\r\n", b"* 10 EXISTS\r\n", b"* 1 RECENT\r\n"]
         await c.send(b"DONE\r\n")
         assert await c.line() == b"i OK IDLE terminated\r\n"
     finally:
@@ -143,3 +146,63 @@ async def test_autologout_after_idle_timeout(mailbox: Mailbox) -> None:
             await c.close()
     finally:
         await server.close()
+
+
+# Thunderbird's header FETCH after an IDLE wake-up (nsImapProtocol's IMAP_ENV_AND_DB_HEADERS).
+TB_HEADERS = (b"From To Cc Bcc Subject Date Message-ID Priority X-Priority References Newsgroups"
+              b" In-Reply-To Content-Type Reply-To")
+REPLY = b"From: bot@pizzamail.localhost\r\nSubject: Re: new\r\nIn-Reply-To: <t@x>\r\n\r\ndone\r\n"
+
+
+@pytest.mark.parametrize("filed", ["before its header FETCH", "while its header FETCH is answered"])
+async def test_thunderbird_is_told_of_a_reply_filed_during_its_sync(
+    server: ImapServer, mailbox: Mailbox, sample: list[bytes], monkeypatch: pytest.MonkeyPatch,
+    filed: str,
+) -> None:
+    """Issue 11 item 10. Thunderbird leaves IDLE on the task's EXISTS and syncs; the reply's
+    EXISTS then arrives inside the answer to its header FETCH, where Thunderbird only notes the
+    number and goes back to IDLE. It acts on anything untagged after ``+ idling`` (it then syncs
+    again), so that is where the news must reach it."""
+    folder = await inbox(mailbox)
+    c = await connect(server)
+    try:
+        await c.command(b"s SELECT INBOX")
+        await c.send(b"i IDLE\r\n")
+        assert await c.line() == b"+ idling\r\n"
+        await mailbox.deliver(folder, NEW_MAIL)  # the task, uid 10
+        assert [await c.line(), await c.line()] == [b"* 10 EXISTS\r\n", b"* 1 RECENT\r\n"]
+        await c.send(b"DONE\r\n")
+        assert await c.line() == b"i OK IDLE terminated\r\n"
+        assert await c.command(b"a UID FETCH 10:* (FLAGS)") == [
+            b"* 10 FETCH (UID 10 FLAGS (\\Recent))\r\n", b"a OK UID FETCH completed\r\n"]
+        await _file_reply(mailbox, folder, monkeypatch, during_fetch=filed.startswith("while"))
+        header_fetch = await c.command(
+            b"b UID FETCH 10 (UID RFC822.SIZE FLAGS BODY.PEEK[HEADER.FIELDS (" + TB_HEADERS + b")])")
+        assert b"* 11 EXISTS\r\n" in header_fetch and not any(b"UID 11" in x for x in header_fetch)
+        # Back to IDLE: the news comes again after "+ idling", and Thunderbird syncs once more.
+        await c.send(b"j IDLE\r\n")
+        assert [await c.line(), await c.line()] == [b"+ idling\r\n", b"* 11 EXISTS\r\n"]
+        await c.send(b"DONE\r\n")
+        assert await c.line() == b"j OK IDLE terminated\r\n"
+        assert await c.command(b"d UID FETCH 11:* (FLAGS)") == [
+            b"* 11 FETCH (UID 11 FLAGS (\\Recent))\r\n", b"d OK UID FETCH completed\r\n"]
+        # Told once is enough: the next IDLE has nothing to repeat.
+        assert await c.command(b"k IDLE\r\nDONE") == [b"+ idling\r\n", b"k OK IDLE terminated\r\n"]
+    finally:
+        await c.close()
+
+
+async def _file_reply(
+    mailbox: Mailbox, folder: Folder, monkeypatch: pytest.MonkeyPatch, *, during_fetch: bool
+) -> None:
+    if not during_fetch:
+        await mailbox.deliver(folder, REPLY)
+        return
+    load = Fetcher._load
+
+    async def load_then_file(self: Fetcher, uid: int) -> object:
+        monkeypatch.setattr(Fetcher, "_load", load)  # once
+        await mailbox.deliver(folder, REPLY)
+        return await load(self, uid)
+
+    monkeypatch.setattr(Fetcher, "_load", load_then_file)
