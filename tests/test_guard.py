@@ -10,6 +10,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from pizzamail.guard import Gate, TokenBucket, Visitor
+from tests.polling import until
 
 
 @dataclass
@@ -18,15 +19,6 @@ class Clock:
 
     def __call__(self) -> float:
         return self.now
-
-
-async def until(condition: Callable[[], bool]) -> None:
-    """Let the loop run until ``condition`` holds (the gate has no event for every state)."""
-    async with asyncio.timeout(30):
-        while True:
-            if condition():
-                return
-            await asyncio.sleep(0.01)
 
 
 def guess(gate: Gate, visitor: Visitor, log: list[str], name: str) -> Awaitable[bool | None]:

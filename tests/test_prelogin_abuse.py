@@ -10,7 +10,7 @@ import asyncio
 import base64
 import contextlib
 import smtplib
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
 import pytest
@@ -22,6 +22,7 @@ from pizzamail.intake.smtp import IntakeHandler, start_smtp_server
 from pizzamail.mailbox import Mailbox
 from pizzamail.store import Store
 from pizzamail.store.blobs import BlobStore
+from tests.polling import until
 
 OWNER = "me@pizzamail.localhost"
 
@@ -118,14 +119,6 @@ async def smtp_login(port: int, password: str) -> Raw:
         pass
     await raw.send(b"AUTH PLAIN " + base64.b64encode(b"\0me\0" + password.encode()) + b"\r\n")
     return raw
-
-
-async def until(condition: Callable[[], bool]) -> None:
-    async with asyncio.timeout(30):
-        while True:
-            if condition():
-                return
-            await asyncio.sleep(0.01)
 
 
 async def test_a_guessing_flood_over_both_protocols_shares_one_budget_and_the_owner_gets_in(

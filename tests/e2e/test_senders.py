@@ -8,6 +8,7 @@ import json
 import shutil
 import smtplib
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -53,19 +54,13 @@ def test_a_program_submits_with_curl_as_the_readme_shows(served: Served, fake_op
     report = served.home / "report.eml"
     report.write_bytes(b"From: cron@localhost\r\nTo: bot@pizzamail.localhost\r\nSubject: disk report\r\n\r\n"
                        b"Disk usage: 93% full. What should I clean up?\r\n")
-    sent = subprocess.run(
-        ["curl", "-sS", f"smtp://127.0.0.1:{served.smtp}", "--user", f"cron:{password}",
-         "--mail-from", CRON, "--mail-rcpt", BOT, "-T", str(report)],
-        capture_output=True, text=True, timeout=30, check=False)
+    sent = curl_submit(served, f"cron:{password}", report)
     assert sent.returncode == 0, sent.stderr
     served.wait_for("run 1 done")
     [thread] = json.loads(served.cli("threads", "--json"))
     assert (thread["subject"], thread["status"]) == ("disk report", "done")
 
-    wrong = subprocess.run(
-        ["curl", "-sS", f"smtp://127.0.0.1:{served.smtp}", "--user", "cron:wrong",
-         "--mail-from", CRON, "--mail-rcpt", BOT, "-T", str(report)],
-        capture_output=True, text=True, timeout=30, check=False)
+    wrong = curl_submit(served, "cron:wrong", report)
     assert wrong.returncode == 67, wrong.stderr  # curl: "login denied"
 
 
@@ -83,10 +78,7 @@ def test_the_curl_recipe_sends_an_ordinary_lf_text_file(served: Served, fake_ope
     report.write_text("From: cron@localhost\nTo: bot@pizzamail.localhost\nSubject: nightly log\n\n"
                       + "\n".join(lines) + "\nAnything unusual?\n")
     assert report.stat().st_size > 2000 and b"\r" not in report.read_bytes()
-    sent = subprocess.run(
-        ["curl", "-sS", f"smtp://127.0.0.1:{served.smtp}", "--user", f"cron:{password}",
-         "--mail-from", CRON, "--mail-rcpt", BOT, "-T", str(report)],
-        capture_output=True, text=True, timeout=30, check=False)
+    sent = curl_submit(served, f"cron:{password}", report)
     assert sent.returncode == 0, sent.stderr
     served.wait_for("run 1 done")
     [thread] = json.loads(served.cli("threads", "--json"))
@@ -94,3 +86,11 @@ def test_the_curl_recipe_sends_an_ordinary_lf_text_file(served: Served, fake_ope
     task = fake_openai.requests[0].messages[-1]["content"]
     assert "step 39: backup finished, 117 files copied" in task
     assert task.rstrip().endswith("Anything unusual?")
+
+
+def curl_submit(served: Served, user: str, mail: Path) -> subprocess.CompletedProcess[str]:
+    """The README's recipe: curl uploads ``mail`` as a sender program would."""
+    return subprocess.run(
+        ["curl", "-sS", f"smtp://127.0.0.1:{served.smtp}", "--user", user,
+         "--mail-from", CRON, "--mail-rcpt", BOT, "-T", str(mail)],
+        capture_output=True, text=True, timeout=30, check=False)
