@@ -129,9 +129,10 @@ async def sync_action_folder(store: Store, mailbox: Mailbox, blobs: BlobStore, *
     actions = [HeldAction(**dict(r)) for r in await store.fetchall(
         "SELECT * FROM held_actions WHERE request_message_id IS NOT NULL AND status IN ('held', 'unknown')")]
     wanted = {copy_name(a) for a in actions}
-    stale = [uid for name, uid in present.items() if name.startswith("approval.") and name not in wanted]
+    stale = {name: uid for name, uid in present.items() if name.startswith("approval.") and name not in wanted}
     if stale:
-        await mailbox.expunge(folder, stale)
+        await _forget_copies(store, list(stale))
+        await mailbox.expunge(folder, list(stale.values()))
     ignored = False
     for action in actions:
         name = copy_name(action)
@@ -142,6 +143,14 @@ async def sync_action_folder(store: Store, mailbox: Mailbox, blobs: BlobStore, *
             continue
         await _deliver_copy(store, mailbox, blobs, folder_name=ACTION_FOLDER, action=action, name=name)
     return ignored
+
+
+async def _forget_copies(store: Store, names: list[str]) -> None:
+    """We take these copies out ourselves (their action was decided): recorded first, so an action
+    that goes back to held (no relay, invalid edits) is shown again, never taken for ignored."""
+    marks = ", ".join("?" * len(names))
+    async with store.write() as db:
+        await db.execute(f"UPDATE held_actions SET action_copy = NULL WHERE action_copy IN ({marks})", names)
 
 
 async def _ignore(store: Store, action: HeldAction, owner: str) -> bool:

@@ -12,10 +12,13 @@ server object also listens on a loopback port; it gets a random API key nobody k
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import functools
 import importlib.util
 import os
 import secrets
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -100,7 +103,7 @@ class LocalProvider:
     supports_tools: bool = False
 
     async def complete(self, messages: list[Message], tools: list[ToolSpec]) -> Response:
-        data = await asyncio.to_thread(self._complete, messages)
+        data = await _in_daemon_thread(functools.partial(self._complete, messages))
         return parse_response(data, fallback_model=f"local:{self.model}")
 
     def _complete(self, messages: list[Message]) -> Any:
@@ -122,6 +125,34 @@ class LocalProvider:
 
     async def aclose(self) -> None:
         """Nothing to release: the model stays loaded for the next run."""
+
+
+async def _in_daemon_thread(work: Callable[[], Any]) -> Any:
+    """``work()`` in a daemon thread of its own. llama.cpp cannot be interrupted while it reads the
+    prompt (tens of seconds on a busy machine), and ``asyncio.to_thread``'s worker is joined when the
+    loop and the interpreter shut down: ``serve`` would ignore SIGTERM until the answer is written.
+    Cancelled, the call returns at once; the thread finishes alone or ends with the process."""
+    loop = asyncio.get_running_loop()
+    answer: asyncio.Future[Any] = loop.create_future()
+
+    def settle(result: Any, error: BaseException | None) -> None:
+        if answer.done():  # cancelled meanwhile
+            return
+        if error is not None:
+            answer.set_exception(error)
+        else:
+            answer.set_result(result)
+
+    def run() -> None:
+        try:
+            result, error = work(), None
+        except Exception as exc:
+            result, error = None, exc
+        with contextlib.suppress(RuntimeError):  # the loop is gone: nobody waits any more
+            loop.call_soon_threadsafe(settle, result, error)
+
+    threading.Thread(target=run, name="pizzamail-local-model", daemon=True).start()
+    return await answer
 
 
 def _too_long(data: Any) -> bool:

@@ -202,6 +202,26 @@ async def test_deleting_the_request_from_action_tells_the_agent_it_was_ignored(
     assert "ignored" in fake_openai.requests[-1].messages[-1]["content"]
 
 
+async def test_a_request_we_took_out_of_action_is_not_taken_for_a_deleted_one(
+    approvals: Approvals, fake_openai: FakeOpenAI
+) -> None:
+    # approved: Action no longer shows the request; the release then finds no relay (or invalid
+    # edits) and puts the action back to held until the new request is committed. A look at Action
+    # in that gap must not read our own removal as the user deleting the request.
+    await _held(approvals, fake_openai)
+    [action] = await held_actions(approvals.harness.store)
+    async with approvals.harness.store.write() as db:
+        assert await transition(db, action.id, "held", "approved")
+    await approvals.runner.sync_approvals()
+    assert await _action_folder(approvals) == 0
+    async with approvals.harness.store.write() as db:
+        assert await transition(db, action.id, "approved", "held")
+    await approvals.runner.sync_approvals()
+    [action] = await held_actions(approvals.harness.store)
+    assert action.status == "held"
+    assert await _action_folder(approvals) == 1
+
+
 async def test_a_decision_from_a_non_approver_is_refused(
     approvals: Approvals, fake_openai: FakeOpenAI
 ) -> None:

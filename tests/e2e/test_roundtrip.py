@@ -112,6 +112,10 @@ async def test_without_a_model_key_the_reply_explains_how_to_configure_one(
     served: Served, fake_openai: FakeOpenAI
 ) -> None:
     del served.env["OPENAI_API_KEY"]
+    # the notice itself, not the embedded offline model (when installed) answering with it: that
+    # model reads its prompt for tens of seconds on a busy machine (tests/providers/test_local.py)
+    config = served.home / "config.toml"
+    config.write_text(config.read_text().replace("[agent]\n", "[agent]\noffline_model = false\n"))
     served.start()
     client = await connect(served)
     await asyncio.to_thread(served.send, task_mail("Hello?"))
@@ -120,6 +124,7 @@ async def test_without_a_model_key_the_reply_explains_how_to_configure_one(
     notice = fetch_all(served)[1][1]
     body = notice.get_body(("plain",))
     assert body is not None and "pizzamail keys set openai" in body.get_content()
+    assert "offline demo model" not in body.get_content()
     assert fake_openai.requests == []
 
 

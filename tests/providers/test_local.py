@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import importlib.util
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -15,6 +18,8 @@ from pizzamail.providers.local import LocalProvider
 from pizzamail.providers.openai import OpenAIProvider
 from pizzamail.providers.registry import provider_for, select_provider
 from pizzamail.secrets import secret_store
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 def test_without_a_key_the_embedded_model_answers_with_a_notice(home: Home) -> None:
@@ -68,3 +73,37 @@ async def test_the_real_embedded_model_answers_in_shape() -> None:
     assert answer.finish_reason in ("stop", "length")
     assert answer.usage.input_tokens > 0 and 0 < answer.usage.output_tokens <= 16
     assert answer.model == "local:smollm2" and answer.tool_calls == []
+
+
+_STUCK_CALL = """
+import asyncio, threading
+from pizzamail.providers import local
+from pizzamail.providers.types import Message
+
+async def main():
+    loop = asyncio.get_running_loop()
+    working = asyncio.Event()
+
+    class Stuck:  # llama.cpp reading a long prompt: it cannot be interrupted
+        def handle_chat_completions(self, body):
+            loop.call_soon_threadsafe(working.set)
+            threading.Event().wait()
+
+    local._Engine._server = Stuck()
+    call = asyncio.ensure_future(local.LocalProvider().complete([Message(role="user", content="hi")], []))
+    await working.wait()
+    call.cancel()
+    try:
+        await call
+    except asyncio.CancelledError:
+        print("cancelled")
+
+asyncio.run(main())
+"""
+
+
+def test_a_cancelled_call_of_the_embedded_model_does_not_hold_up_the_exit() -> None:
+    # serve stops its runs by cancelling them; the process must then end while the model still works
+    done = subprocess.run([sys.executable, "-c", _STUCK_CALL], capture_output=True, text=True,
+                          timeout=60, cwd=REPO)
+    assert (done.returncode, done.stdout, done.stderr) == (0, "cancelled\n", "")
