@@ -129,7 +129,8 @@ async def sync_action_folder(store: Store, mailbox: Mailbox, blobs: BlobStore, *
     actions = [HeldAction(**dict(r)) for r in await store.fetchall(
         "SELECT * FROM held_actions WHERE request_message_id IS NOT NULL AND status IN ('held', 'unknown')")]
     wanted = {copy_name(a) for a in actions}
-    stale = {name: uid for name, uid in present.items() if name.startswith("approval.") and name not in wanted}
+    stale = {name: uid for name, uid in present.items()
+             if name.startswith("approval.") and name not in wanted}
     if stale:
         await _forget_copies(store, list(stale))
         await mailbox.expunge(folder, list(stale.values()))

@@ -5,10 +5,16 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 
 import pytest
-from imaptools import ACCOUNTS, Client, connect, seed
+from imaptools import ACCOUNTS, Client, close_leftovers, connect, seed
 
 from pizzamail.imap import ImapServer, Limits
 from pizzamail.mailbox import Mailbox
+
+
+@pytest.fixture(autouse=True)
+async def _no_client_left_open() -> AsyncIterator[None]:
+    yield
+    await close_leftovers()
 
 
 @pytest.fixture

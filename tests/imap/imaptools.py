@@ -14,6 +14,9 @@ from pizzamail.mailbox.maildir import split_name
 
 SAMPLE = Path(__file__).resolve().parents[2] / "maildir"
 ACCOUNTS = Accounts(user="me", password="pw", addresses=frozenset({"me@pizzamail.localhost"}))
+#: how long a read waits for the server: only a hung server should fail it, never a busy 2-core CI
+#: machine (a command's answer there can take seconds)
+READ_TIMEOUT = 30
 
 
 def sample_files(folder: str = "") -> list[Path]:
@@ -52,7 +55,7 @@ class Client:
         await self.writer.drain()
 
     async def line(self) -> bytes:
-        return await asyncio.wait_for(self.reader.readuntil(b"\n"), 5)
+        return await asyncio.wait_for(self.reader.readuntil(b"\n"), READ_TIMEOUT)
 
     async def until(self, tag: bytes) -> list[bytes]:
         """Every line up to and including the tagged response for ``tag``."""
@@ -69,17 +72,31 @@ class Client:
         return await self.until(tag)
 
     async def read_exactly(self, n: int) -> bytes:
-        return await asyncio.wait_for(self.reader.readexactly(n), 5)
+        return await asyncio.wait_for(self.reader.readexactly(n), READ_TIMEOUT)
 
     async def close(self) -> None:
+        if self in _OPEN:
+            _OPEN.remove(self)
         self.writer.close()
         with contextlib.suppress(ConnectionError):
             await self.writer.wait_closed()
 
 
+#: clients not closed yet: a test that fails midway leaves its own open (see close_leftovers)
+_OPEN: list[Client] = []
+
+
+async def close_leftovers() -> None:
+    """Close what a failed test left open, while its event loop still runs: left to the garbage
+    collector, an open transport warns (an error here) in whichever later test it is collected."""
+    while _OPEN:
+        await _OPEN[-1].close()
+
+
 async def connect(server: ImapServer, *, login: bool = True) -> Client:
     reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
     client = Client(reader, writer)
+    _OPEN.append(client)
     await client.line()  # greeting
     if login:
         lines = await client.command(b"L LOGIN me pw")

@@ -7,6 +7,7 @@ import imaplib
 
 import aioimaplib
 from imapclient import IMAPClient
+from imaptools import READ_TIMEOUT
 
 from pizzamail.imap import ImapServer
 from pizzamail.mailbox import Mailbox
@@ -38,7 +39,7 @@ async def test_imaplib(server: ImapServer, sample: list[bytes]) -> None:
 
 
 async def test_aioimaplib_idle_push(server: ImapServer, mailbox: Mailbox, sample: list[bytes]) -> None:
-    client = aioimaplib.IMAP4(host="127.0.0.1", port=server.port, timeout=5)
+    client = aioimaplib.IMAP4(host="127.0.0.1", port=server.port, timeout=READ_TIMEOUT)
     await client.wait_hello_from_server()
     assert (await client.login("me", "pw")).result == "OK"
     assert (await client.select("INBOX")).result == "OK"
@@ -48,9 +49,9 @@ async def test_aioimaplib_idle_push(server: ImapServer, mailbox: Mailbox, sample
     await mailbox.deliver(inbox, NEW_MAIL)
     pushed: list[bytes] = []
     while b"10 EXISTS" not in pushed:
-        pushed += await asyncio.wait_for(client.wait_server_push(), 5)
+        pushed += await asyncio.wait_for(client.wait_server_push(), READ_TIMEOUT)
     client.idle_done()
-    assert (await asyncio.wait_for(idle, 5)).result == "OK"
+    assert (await asyncio.wait_for(idle, READ_TIMEOUT)).result == "OK"
     assert (await client.logout()).result == "OK"
 
 

@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from imaptools import ACCOUNTS, Client, connect
+from imaptools import ACCOUNTS, READ_TIMEOUT, Client, connect
 from tlstools import Certificate, self_signed
 
 from pizzamail.imap import ImapServer, Limits
@@ -161,7 +161,7 @@ async def test_failed_handshake_ends_only_that_connection(tls_server: ImapServer
     await c.send(b"a STARTTLS\r\n")
     assert await c.line() == b"a OK Begin TLS negotiation now\r\n"
     await c.send(b"this is not a TLS client hello\r\n" * 4)
-    assert await asyncio.wait_for(c.reader.read(), 5) == b""
+    assert await asyncio.wait_for(c.reader.read(), READ_TIMEOUT) == b""
     await c.close()
     other = await connect(tls_server)
     assert await other.command(b"n NOOP") == [b"n OK NOOP completed\r\n"]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from imaptools import connect
+from imaptools import READ_TIMEOUT, connect
 
 from pizzamail.imap import ImapServer
 from pizzamail.imap.fetch import Fetcher
@@ -120,7 +120,7 @@ async def test_close_ends_idle_sessions(server: ImapServer, mailbox: Mailbox) ->
         await c.command(b"s SELECT INBOX")
         await c.send(b"i IDLE\r\n")
         assert await c.line() == b"+ idling\r\n"
-        await asyncio.wait_for(server.close(), 5)
+        await asyncio.wait_for(server.close(), READ_TIMEOUT)
         assert await c.line() == b"* BYE pizzamail is shutting down\r\n"
         assert await c.reader.read() == b""
     finally:
