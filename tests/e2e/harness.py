@@ -106,7 +106,12 @@ class Served:
         assert self.proc is not None
         if sig is not None and self.proc.poll() is None:
             self.proc.send_signal(sig)
-        code = self.proc.wait(timeout=30)
+        try:
+            code = self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:  # fail, but leave no server behind to load later tests
+            self.proc.kill()
+            self.proc.wait()
+            raise
         while (line := self._lines.get(timeout=10)) is not None:
             self.output.append(line)
         assert self.proc.stdout is not None

@@ -33,8 +33,23 @@ async def idle_until_exists(client: aioimaplib.IMAP4, count: int, within: float 
         await asyncio.wait_for(idle, 5)
 
 
+#: sessions opened by connect(): a test that fails midway (a timed-out IDLE) leaves its own open
+_SESSIONS: list[aioimaplib.IMAP4] = []
+
+
+async def close_sessions() -> None:
+    """Close what a failed test left open while its loop still runs: left to the garbage collector,
+    the open transport warns (an error here) in whichever later test collects it."""
+    while _SESSIONS:
+        transport = _SESSIONS.pop().protocol.transport
+        if transport is not None and not transport.is_closing():
+            transport.close()
+    await asyncio.sleep(0)  # one turn of the loop: the transports let go of their sockets
+
+
 async def connect(served: Served) -> aioimaplib.IMAP4:
     client = aioimaplib.IMAP4(host="127.0.0.1", port=served.imap, timeout=10)
+    _SESSIONS.append(client)
     await client.wait_hello_from_server()
     assert (await client.login("me", served.password)).result == "OK"
     assert (await client.select("INBOX")).result == "OK"

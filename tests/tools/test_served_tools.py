@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.e2e.conftest import _no_session_left_open  # noqa: F401  (autouse here too)
 from tests.e2e.harness import Served, serve_env, task_mail, write_config
 from tests.e2e.test_roundtrip import connect, idle_until_exists
 from tests.fakes.openai_server import FakeOpenAI, text, tool_call
