@@ -19,6 +19,7 @@ import socket
 import subprocess
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -55,6 +56,16 @@ def hand_over(path: Path) -> None:
         if parent == Path(tempfile.gettempdir()):
             break
         parent.chmod(parent.stat().st_mode | 0o711)
+
+
+@contextlib.contextmanager
+def private_root() -> Iterator[Path]:
+    """A fresh directory for a Dovecot, right under the system's temp dir and removed afterwards.
+    Not in pytest's ``tmp_path``: every pytest session that starts on the machine (another
+    checkout's, say) makes ``/tmp/pytest-of-USER`` private again, and the mail user (``nobody``
+    when we are root) then gets "Permission denied" on the way to the Maildir."""
+    with tempfile.TemporaryDirectory(prefix="pizzamail-dovecot-") as root:
+        yield Path(root)
 
 
 def write_config(

@@ -13,14 +13,13 @@ import imaplib
 import logging
 import re
 from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
 
 import pytest
 
 from pizzamail.secrets import SecretStore
 from pizzamail.store import Store
 from pizzamail.store.blobs import BlobStore
-from tests.dovecot import PASSWORD, Dovecot, unavailable
+from tests.dovecot import PASSWORD, Dovecot, private_root, unavailable
 from tests.triggers.watchtools import Relay, eventually, mail, watch_config, watching
 
 MISSING = unavailable()
@@ -31,13 +30,14 @@ HOUR = 3600.0
 
 
 @pytest.fixture
-def dovecot(tmp_path: Path) -> Iterator[Dovecot]:
-    server = Dovecot(root=tmp_path / "dovecot")
-    server.start()
-    try:
-        yield server
-    finally:
-        server.stop()
+def dovecot() -> Iterator[Dovecot]:
+    with private_root() as root:
+        server = Dovecot(root=root)
+        server.start()
+        try:
+            yield server
+        finally:
+            server.stop()
 
 
 @contextlib.asynccontextmanager
