@@ -15,7 +15,7 @@ from tests.e2e.harness import BOT, Served, task_mail
 from tests.fakes.openai_server import FakeOpenAI, text
 
 
-async def idle_until_exists(client: aioimaplib.IMAP4, count: int, within: float = 20) -> None:
+async def idle_until_exists(client: aioimaplib.IMAP4, count: int, within: float = 60) -> None:
     """Stay in IDLE until the server pushes ``* N EXISTS`` with N >= count."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + within
@@ -30,7 +30,7 @@ async def idle_until_exists(client: aioimaplib.IMAP4, count: int, within: float 
                     return
     finally:
         client.idle_done()
-        await asyncio.wait_for(idle, 5)
+        await asyncio.wait_for(idle, 30)
 
 
 #: sessions opened by connect(): a test that fails midway (a timed-out IDLE) leaves its own open

@@ -56,7 +56,7 @@ async def test_aioimaplib_idle_push(server: ImapServer, mailbox: Mailbox, sample
 
 
 def _imapclient_session(port: int) -> None:
-    with IMAPClient("127.0.0.1", port=port, ssl=False, timeout=5) as c:
+    with IMAPClient("127.0.0.1", port=port, ssl=False, timeout=READ_TIMEOUT) as c:
         c.login("me", "pw")
         c.select_folder("INBOX")
         data = c.fetch([2, 4, 6], ["ENVELOPE", "BODYSTRUCTURE", "FLAGS"])

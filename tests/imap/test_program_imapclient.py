@@ -8,6 +8,7 @@ from datetime import datetime, timedelta, timezone
 
 from imapclient import IMAPClient
 from imapclient.imapclient import SENT, TRASH
+from imaptools import READ_TIMEOUT
 
 from pizzamail.imap import ImapServer
 from pizzamail.mailbox import Mailbox
@@ -78,7 +79,7 @@ async def test_imapclient_list_fetch_search_append_move(
     server: ImapServer, mailbox: Mailbox, sample: list[bytes]
 ) -> None:
     def session() -> None:
-        with IMAPClient("127.0.0.1", port=server.port, ssl=False, timeout=5) as c:
+        with IMAPClient("127.0.0.1", port=server.port, ssl=False, timeout=READ_TIMEOUT) as c:
             c.login("me", "pw")
             assert c.has_capability("MOVE") and c.has_capability("UIDPLUS")
             _listing_and_fetch(c, sample)

@@ -50,7 +50,7 @@ set mark_old = no
     return rc
 
 
-def drive(argv: list[str], home: Path, timeout: float = 30) -> tuple[int, bytes]:
+def drive(argv: list[str], home: Path, timeout: float = 120) -> tuple[int, bytes]:
     """Run a curses program on a pseudo-terminal until it exits; its exit code and screen bytes."""
     master, slave = pty.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
@@ -75,7 +75,7 @@ def drive(argv: list[str], home: Path, timeout: float = 30) -> tuple[int, bytes]
             screen += chunk
         else:
             proc.kill()
-        return proc.wait(timeout=5), bytes(screen)
+        return proc.wait(timeout=30), bytes(screen)
     finally:
         if proc.poll() is None:
             proc.kill()

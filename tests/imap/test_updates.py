@@ -133,7 +133,7 @@ async def test_autologout_after_idle_timeout(mailbox: Mailbox) -> None:
     from pizzamail.imap import Limits
 
     server = await ImapServer.start(host="127.0.0.1", port=0, mailbox=mailbox, accounts=ACCOUNTS,
-                                    limits=Limits(idle_timeout=0.2))
+                                    limits=Limits(idle_timeout=2))  # time to log in and select
     try:
         quiet = await connect(server)
         idling = await connect(server)

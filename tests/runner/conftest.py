@@ -39,7 +39,7 @@ def secrets(home: Home) -> SecretStore:
 @pytest.fixture
 def config(fake_openai: FakeOpenAI) -> Config:
     provider = ProviderSettings(base_url=fake_openai.base_url, key_env="OPENAI_API_KEY",
-                                max_retries=2, timeout=5.0)
+                                max_retries=2, timeout=30.0)  # only a hang may time out
     return Config(agent=AgentSettings(max_steps=4, name="Pizza Bot"),
                   runner=RunnerSettings(concurrency=2), providers={"openai": provider})
 

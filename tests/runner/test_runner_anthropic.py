@@ -21,7 +21,7 @@ from tests.runner.test_runner_tools import Adder
 def claude(harness: Harness, fake_anthropic: FakeAnthropic) -> Harness:
     harness.secrets.set("anthropic", "sk-ant-test")
     settings = ProviderSettings(kind="anthropic", base_url=fake_anthropic.base_url,
-                                key_env="ANTHROPIC_API_KEY", max_retries=2, timeout=5.0, max_tokens=1000)
+                                key_env="ANTHROPIC_API_KEY", max_retries=2, timeout=30.0, max_tokens=1000)
     agent = replace(harness.config.agent, model="anthropic:claude-fake-1")
     return harness.with_config(agent=agent, providers={"anthropic": settings})
 

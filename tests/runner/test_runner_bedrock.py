@@ -29,7 +29,7 @@ def aws(harness: Harness, fake_bedrock: FakeBedrock) -> Harness:
     harness.secrets.set("bedrock", "bedrock-api-key-test")
     settings = ProviderSettings(kind="bedrock", base_url=fake_bedrock.base_url,
                                 key_env="AWS_BEARER_TOKEN_BEDROCK", key_required=False,
-                                max_retries=2, timeout=5.0, max_tokens=1000)
+                                max_retries=2, timeout=30.0, max_tokens=1000)
     agent = replace(harness.config.agent, model=f"bedrock:{MODEL}")
     return harness.with_config(agent=agent, providers={"bedrock": settings})
 
