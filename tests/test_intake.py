@@ -207,7 +207,7 @@ async def test_on_stored_is_called_after_commit(store: Store, blobs: BlobStore) 
     server = await start_smtp_server(host="127.0.0.1", port=0, handler=handler, max_size=10_000)
     try:
         await asyncio.to_thread(send, int(server.sockets[0].getsockname()[1]), mail())
-        await asyncio.wait_for(committed.wait(), 5)
+        await asyncio.wait_for(committed.wait(), 30)
     finally:
         server.close()
         await server.wait_closed()

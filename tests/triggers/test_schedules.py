@@ -114,7 +114,7 @@ async def test_scheduler_task_sleeps_until_due_and_fires(store: Store, blobs: Bl
         assert not fired.is_set()
         now[0] = T0 + timedelta(hours=1)
         scheduler.poke()
-        await asyncio.wait_for(fired.wait(), 5)
+        await asyncio.wait_for(fired.wait(), 30)
     finally:
         await scheduler.stop()
     [schedule] = await list_schedules(store)
@@ -257,7 +257,7 @@ async def test_a_schedule_added_by_another_process_fires_without_a_poke(
             # due at 07:00: the scheduler's now
             await save_schedule(other, "now", ScheduleSettings(cron="0 7 * * *", tz="UTC", prompt="Go"),
                                 source="cli", agent_tz="", at=T0 - timedelta(minutes=1))
-        await asyncio.wait_for(fired.wait(), 5)
+        await asyncio.wait_for(fired.wait(), 30)
     finally:
         await scheduler.stop()
     [schedule] = await list_schedules(store)

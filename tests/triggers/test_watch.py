@@ -383,7 +383,7 @@ async def test_the_service_runs_the_watch_and_the_agent_answers_the_task(
                 row = await store.fetchone("SELECT r.status FROM runs r WHERE r.status IN ('done', 'failed')")
                 return row["status"] if row is not None else None
 
-            status = await eventually(answered, within=20)
+            status = await eventually(answered)
             replies = [r["body"] for r in await store.fetchall(
                 "SELECT body FROM messages WHERE direction = 'out'")]
     finally:

@@ -34,7 +34,7 @@ T = TypeVar("T")
 WORKER_PREFIX = "pizzamail-watch-"
 
 
-async def eventually(check: Callable[[], Awaitable[T | None]], *, within: float = 10.0) -> T:
+async def eventually(check: Callable[[], Awaitable[T | None]], *, within: float = 30.0) -> T:
     """The first truthy result of ``check``, polled until ``within`` seconds have passed."""
     async with asyncio.timeout(within):
         while True:
