@@ -44,9 +44,11 @@ class Served:
     output: list[str] = field(default_factory=list)
     _lines: queue.Queue[str | None] = field(default_factory=queue.Queue)
 
-    def start(self, *args: str, timeout: float = 30, crash_after: str | None = None) -> Served:
+    def start(self, *args: str, timeout: float = 120, crash_after: str | None = None) -> Served:
         """Run ``pizzamail serve ARGS`` until it is ready. With ``crash_after`` (``MODULE:FUNCTION``)
-        the process dies the first time that function returns (see :mod:`tests.e2e.crash`)."""
+        the process dies the first time that function returns (see :mod:`tests.e2e.crash`).
+        ``timeout``: for each line it prints. Starting is CPU-bound (imports, TLS, the store): a few
+        seconds alone, over 30 on a 2-core machine at load 16; a crashed start ends the wait at once."""
         self.output, self._lines = [], queue.Queue()
         command = ["-m", "tests.e2e.crash", crash_after] if crash_after else ["-m", "pizzamail"]
         self.proc = subprocess.Popen(
