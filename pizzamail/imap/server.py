@@ -47,6 +47,7 @@ class Connection:
         #: what the client is told when the server ends the conversation
         self.farewell = b"* BYE pizzamail is shutting down\r\n"
         self._out = bytearray()
+        self._unclosable = False
 
     async def start_tls(self, context: ssl.SSLContext, handshake_timeout: float) -> None:
         # Bytes already read but not yet parsed were sent in the clear after STARTTLS: a
@@ -55,7 +56,12 @@ class Connection:
         # transport pausing its reads inside start_tls: no plain-text byte can slip in between.
         await self.flush()
         _discard_buffered(self.reader)
-        await self.writer.start_tls(context, ssl_handshake_timeout=handshake_timeout)
+        try:
+            await self.writer.start_tls(context, ssl_handshake_timeout=handshake_timeout)
+        except BaseException:
+            # asyncio closed the socket, but our stream is never told: waiting for it would hang
+            self._unclosable = True
+            raise
         self.secure = True
 
     async def send(self, data: bytes) -> None:
@@ -143,6 +149,8 @@ class Connection:
         with contextlib.suppress(ConnectionError, RuntimeError):
             await self.flush()
         self.writer.close()
+        if self._unclosable:
+            return
         with contextlib.suppress(ConnectionError, OSError):
             await self.writer.wait_closed()
 
@@ -192,9 +200,10 @@ class ImapServer:
             self._servers.append(plain)
             self.port = plain.sockets[0].getsockname()[1]
             if tls is not None and tls_port is not None:
+                # TLS is set up by the conversation, at the gate: asyncio's own ssl= would shake
+                # hands before we hear of the connection, with no bound on how many at once
                 implicit = await asyncio.start_server(
-                    functools.partial(self._serve, secure=True), host, tls_port, limit=limits.max_line,
-                    ssl=tls, ssl_handshake_timeout=limits.tls_handshake_timeout)
+                    functools.partial(self._serve, secure=True), host, tls_port, limit=limits.max_line)
                 self._servers.append(implicit)
                 self.tls_port = implicit.sockets[0].getsockname()[1]
         except BaseException:
@@ -226,9 +235,12 @@ class ImapServer:
         if self.logged_in() >= self.shared.limits.max_connections:
             await _refuse(writer, b"* BYE [UNAVAILABLE] Too many connections; try again later\r\n")
             return
+        transport = writer.transport
+        if secure and isinstance(transport, asyncio.ReadTransport):
+            transport.pause_reading()  # no byte may reach the reader before the handshake has it
         local = self.is_local(writer.get_extra_info("peername"))
-        conn = Connection(reader, writer, secure=secure, local=local)
-        conversation = asyncio.ensure_future(self._converse(conn))
+        conn = Connection(reader, writer, secure=False, local=local)
+        conversation = asyncio.ensure_future(self._converse(conn, implicit_tls=secure))
         conn.visitor = self.shared.gate.admit(functools.partial(_drop, conn, conversation))
         self._sessions[conversation] = conn
         self._handlers.add(handler)
@@ -244,13 +256,24 @@ class ImapServer:
             await conn.close()
             self._handlers.discard(handler)
 
-    async def _converse(self, conn: Connection) -> None:
+    async def _converse(self, conn: Connection, *, implicit_tls: bool) -> None:
         try:
+            if implicit_tls and not await self._handshake(conn):
+                return
             await self._commands(conn)
         except asyncio.CancelledError:
             with contextlib.suppress(ConnectionError, RuntimeError):
                 conn.writer.write(conn.farewell)
             raise
+
+    async def _handshake(self, conn: Connection) -> bool:
+        """Implicit TLS, within the gate's deadline and the handshake's own; False when it failed."""
+        assert self.shared.tls is not None
+        try:
+            await conn.start_tls(self.shared.tls, self.shared.limits.tls_handshake_timeout)
+        except (ssl.SSLError, ConnectionError, TimeoutError):
+            return False  # not a client of ours, or gone: there is no channel to say anything on
+        return True
 
     async def _commands(self, conn: Connection) -> None:
         session = Session(self.shared, conn, COMMANDS)
