@@ -172,7 +172,7 @@ class ImapServer:
     ``port`` is the plain listener (STARTTLS when a TLS context is given), ``tls_port`` the
     implicit-TLS one (None when not listening for it). A connection waits at the ``gate`` (shared
     with SMTP) until it logs in; ``Limits.max_connections`` counts only logged-in ones, so nobody
-    without the password can fill it.
+    without the password can fill it, and a login beyond it closes the oldest.
     """
 
     def __init__(self, shared: Shared, is_local: Callable[[object], bool]) -> None:
@@ -194,6 +194,7 @@ class ImapServer:
         limits = limits or Limits()
         shared = Shared(mailbox=mailbox, accounts=accounts, limits=limits, tls=tls, gate=gate or Gate())
         self = cls(shared, is_local)
+        shared.on_login = self._make_room
         try:
             plain = await asyncio.start_server(
                 functools.partial(self._serve, secure=False), host, port, limit=limits.max_line)
@@ -223,7 +224,21 @@ class ImapServer:
 
     def logged_in(self) -> int:
         """Connections past the gate."""
-        return sum(1 for conn in self._sessions.values() if not self.shared.gate.inside(conn.visitor))
+        return len(self._past_gate())
+
+    def _past_gate(self) -> list[tuple[asyncio.Future[None], Connection]]:
+        """Logged-in connections, oldest first."""
+        return [(task, conn) for task, conn in self._sessions.items()
+                if not self.shared.gate.inside(conn.visitor)]
+
+    def _make_room(self, newcomer: object) -> None:
+        """Over ``max_connections``, the oldest logged-in connections are closed for a new one: only
+        the password lets anyone in here, so the runaway client is the owner's own, and its newest
+        connection is the one in use."""
+        others = [(task, conn) for task, conn in self._past_gate() if conn is not newcomer]
+        for task, conn in others[:len(others) + 1 - self.shared.limits.max_connections]:
+            _drop(conn, task, "[UNAVAILABLE] Too many connections are open; this one, the oldest,"
+                  " is closed")
 
     async def _serve(
         self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, *, secure: bool
@@ -232,9 +247,6 @@ class ImapServer:
         # asyncio created for this callback (Python 3.11 reports a cancelled one as an error).
         handler = asyncio.current_task()
         assert handler is not None
-        if self.logged_in() >= self.shared.limits.max_connections:
-            await _refuse(writer, b"* BYE [UNAVAILABLE] Too many connections; try again later\r\n")
-            return
         transport = writer.transport
         if secure and isinstance(transport, asyncio.ReadTransport):
             transport.pause_reading()  # no byte may reach the reader before the handshake has it
@@ -296,15 +308,6 @@ def _drop(conn: Connection, conversation: asyncio.Future[None], why: str) -> Non
     """The gate ends a connection that has not logged in."""
     conn.farewell = b"* BYE " + why.encode("ascii", "replace") + b"\r\n"
     conversation.cancel()
-
-
-async def _refuse(writer: asyncio.StreamWriter, line: bytes) -> None:
-    with contextlib.suppress(ConnectionError):
-        writer.write(line)
-        await writer.drain()
-    writer.close()
-    with contextlib.suppress(ConnectionError):
-        await writer.wait_closed()
 
 
 async def start_imap_server(
