@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, replace
 from email.message import EmailMessage
 from typing import Any
 
-from aiosmtpd.smtp import SMTP, AuthResult, Envelope, LoginPassword, Session
+from aiosmtpd.smtp import MISSING, SMTP, AuthResult, Envelope, LoginPassword, Session
 
 from pizzamail.approvals.intake import draft_action, record_decision, routed_action, send_decision
 from pizzamail.auth import Accounts, Login
@@ -368,6 +368,15 @@ class Submission(SMTP):
         taken.append(self)
         self._taken = taken
         return checked
+
+    async def challenge_auth(self, challenge: str | bytes, *args: Any, **kwargs: Any) -> Any:
+        """aiosmtpd reads the answer to a 334 with the line limit and lets the reader's ValueError for
+        a longer one through, where it becomes a 554 about storing mail: here it is a bad answer."""
+        try:
+            return await super().challenge_auth(challenge, *args, **kwargs)
+        except ValueError:  # binascii.Error is one too, but aiosmtpd answers that itself
+            await self.push("501 5.5.2 Answer too long; AUTH cancelled")
+            return MISSING
 
     async def smtp_DATA(self, arg: str) -> None:
         if not (self.session and self.session.authenticated and self.data_size_limit):
