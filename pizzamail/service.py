@@ -125,7 +125,8 @@ class Service:
         stack.push_async_callback(imap.close)
         hooks = Hooks(store=store, blobs=blobs, config=self.config, secrets=self.secrets,
                       on_stored=runner.wake)
-        http = await start_http_server(create_app(hooks), host=server.host, port=server.http_port)
+        http = await start_http_server(create_app(hooks), host=server.host, port=server.http_port,
+                                       gate=self._gate)
         stack.push_async_callback(http.close)
         watchers = Watchers(store=store, blobs=blobs, config=self.config, secrets=self.secrets,
                             on_posted=runner.wake)

@@ -183,3 +183,29 @@ async def test_smtp_connections_that_do_not_log_in_are_dropped_at_the_deadline(
     finally:
         server.close()
         await server.wait_closed()
+
+
+async def test_an_overlong_auth_answer_is_refused_as_such(store: Store, blobs: BlobStore) -> None:
+    """A 5 MB answer to AUTH's 334 challenge once got "554 … could not take this mail (an internal
+    error …)" and a traceback in the log: it is a bad answer, and the connection goes on."""
+    accounts = Accounts(user="me", password="pw", addresses=frozenset({OWNER}))
+    handler = IntakeHandler(store=store, blobs=blobs, accounts=accounts,
+                            agents=frozenset({"bot@pizzamail.localhost"}), domain="pizzamail.localhost")
+    server = await start_smtp_server(host="127.0.0.1", port=0, handler=handler, max_size=10_000)
+    try:
+        raw = await Raw.open(server.sockets[0].getsockname()[1])
+        await raw.send(b"EHLO client\r\nAUTH PLAIN\r\n")
+        while (line := await raw.line()).startswith(b"250"):
+            pass
+        assert line == b"334 \r\n"
+        await raw.send(b"A" * 5_000_000 + b"\r\n")
+        assert await raw.line() == b"501 5.5.2 Answer too long; AUTH cancelled\r\n"
+        await raw.send(b"AUTH PLAIN " + base64.b64encode(b"\0me\0pw") + b"\r\nNOOP\r\n")
+        while (line := await raw.line()).startswith(b"500 "):
+            pass  # the rest of the long answer, read as commands
+        assert line == b"235 2.7.0 Authentication successful\r\n"
+        assert await raw.line() == b"250 OK\r\n"
+        await raw.close()
+    finally:
+        server.close()
+        await server.wait_closed()

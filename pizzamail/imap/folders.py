@@ -3,11 +3,9 @@ SUBSCRIBE/UNSUBSCRIBE and APPEND."""
 
 from __future__ import annotations
 
-import re
-
 from pizzamail.errors import ImapError
 from pizzamail.imap import wire
-from pizzamail.imap.listparse import ListArgs
+from pizzamail.imap.listparse import ListArgs, pattern_matches
 from pizzamail.imap.parser import Append, Command, MailboxName, Qresync, Rename, Select, Status
 from pizzamail.imap.session import Handler, Session, State
 from pizzamail.imap.view import View, uid_set
@@ -93,9 +91,9 @@ async def list_folders(s: Session, cmd: Command) -> bytes:
         await s.conn.send(b'* %s (\\Noselect) "/" ""\r\n' % cmd.name.encode())
         return cmd.name.encode() + b" completed"
     folders = await s.mailbox.folders()
-    matchers = [_matcher(args.reference + p) for p in args.patterns if p]
+    patterns = [args.reference + p for p in args.patterns if p]
     for name, attrs, folder in _list_entries(cmd.name, folders, args):
-        if not any(_matches(m, name) for m in matchers):
+        if not any(pattern_matches(p, name) for p in patterns):
             continue
         line = b'* %s (%s) "/" %s' % (cmd.name.encode(), " ".join(attrs).encode(), wire_name(name))
         if "RECURSIVEMATCH" in args.selection and folder is not None and not folder.subscribed:
@@ -104,12 +102,6 @@ async def list_folders(s: Session, cmd: Command) -> bytes:
         if args.status and folder is not None:  # RFC 5819: STATUS right after its LIST line
             await s.conn.send(await _status_line(s, folder, args.status))
     return cmd.name.encode() + b" completed"
-
-
-def _matcher(pattern: str) -> re.Pattern[str]:
-    """``*`` matches anything, ``%`` anything but the delimiter (RFC 3501 §6.3.8)."""
-    parts = [".*" if c == "*" else "[^/]*" if c == "%" else re.escape(c) for c in pattern]
-    return re.compile("".join(parts), re.DOTALL)
 
 
 Entry = tuple[str, list[str], Folder | None]
@@ -139,12 +131,6 @@ def _list_entries(command: str, folders: list[Folder], args: ListArgs) -> list[E
 def _subscribed_below(folder: Folder, folders: list[Folder]) -> bool:
     prefix = folder.name + "/"
     return any(f.subscribed and f.name.startswith(prefix) for f in folders)
-
-
-def _matches(pattern: re.Pattern[str], name: str) -> bool:
-    if name == "INBOX":  # INBOX is case-insensitive
-        return re.fullmatch(pattern.pattern, name, re.DOTALL | re.IGNORECASE) is not None
-    return pattern.fullmatch(name) is not None
 
 
 def _children_attr(name: str, names: set[str]) -> str:

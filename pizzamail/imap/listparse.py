@@ -81,3 +81,47 @@ def _words(r: Reader) -> list[str]:
             r.sp()
         words.append(r.keyword())
     return words
+
+
+def pattern_matches(pattern: str, name: str) -> bool:
+    """Whether ``name`` matches a LIST ``pattern``: ``*`` matches anything, ``%`` anything but the
+    delimiter ``/`` (RFC 3501 §6.3.8); ``INBOX`` in any case.
+
+    Every place the pattern may have reached is followed at once, so a name is checked in
+    ``len(name) * len(pattern)`` steps at most; a regular expression would backtrack exponentially
+    on ``*a*a*a…``, holding the whole process."""
+    if name == "INBOX":
+        pattern = pattern.upper()
+    steps = _wildcard_runs(pattern)
+    if sum(step not in "*%" for step in steps) > len(name):
+        return False  # more letters to match than the name has
+    places = _skip_wildcards({0}, steps)
+    for char in name:
+        places = _skip_wildcards({p for at in places for p in _after(steps, at, char)}, steps)
+    return len(steps) in places
+
+
+def _wildcard_runs(pattern: str) -> list[str]:
+    """The pattern's characters, each run of wildcards made one (``*`` if it has any ``*``)."""
+    steps: list[str] = []
+    for char in pattern:
+        if char in "*%" and steps and steps[-1] in "*%":
+            steps[-1] = "*" if "*" in (char, steps[-1]) else "%"
+        else:
+            steps.append(char)
+    return steps
+
+
+def _after(steps: list[str], at: int, char: str) -> tuple[int, ...]:
+    """Where matching ``char`` at ``at`` leads: a wildcard takes it and stays, a letter moves on."""
+    if at == len(steps):
+        return ()
+    step = steps[at]
+    if step == "*" or (step == "%" and char != "/"):
+        return (at,)
+    return (at + 1,) if step == char else ()
+
+
+def _skip_wildcards(places: set[int], steps: list[str]) -> set[int]:
+    """A wildcard may match nothing: each place also reaches the end of the wildcard it is on."""
+    return places | {at + 1 for at in places if at < len(steps) and steps[at] in "*%"}

@@ -89,6 +89,7 @@ async def _check(s: Session, user: bytes, password: bytes) -> bytes:
     # the gate orders and rates the checks of every connection, SMTP's too
     if await s.shared.gate.check(s.conn.visitor, lambda: s.shared.accounts.check(user, password) or None):
         s.state = State.AUTHENTICATED
+        s.shared.on_login(s.conn)
         return b"[CAPABILITY " + s.capabilities() + b"] Logged in"
     s.failed_logins += 1
     limits = s.shared.limits

@@ -47,6 +47,7 @@ class Connection:
         #: what the client is told when the server ends the conversation
         self.farewell = b"* BYE pizzamail is shutting down\r\n"
         self._out = bytearray()
+        self._unclosable = False
 
     async def start_tls(self, context: ssl.SSLContext, handshake_timeout: float) -> None:
         # Bytes already read but not yet parsed were sent in the clear after STARTTLS: a
@@ -55,7 +56,12 @@ class Connection:
         # transport pausing its reads inside start_tls: no plain-text byte can slip in between.
         await self.flush()
         _discard_buffered(self.reader)
-        await self.writer.start_tls(context, ssl_handshake_timeout=handshake_timeout)
+        try:
+            await self.writer.start_tls(context, ssl_handshake_timeout=handshake_timeout)
+        except BaseException:
+            # asyncio closed the socket, but our stream is never told: waiting for it would hang
+            self._unclosable = True
+            raise
         self.secure = True
 
     async def send(self, data: bytes) -> None:
@@ -143,6 +149,8 @@ class Connection:
         with contextlib.suppress(ConnectionError, RuntimeError):
             await self.flush()
         self.writer.close()
+        if self._unclosable:
+            return
         with contextlib.suppress(ConnectionError, OSError):
             await self.writer.wait_closed()
 
@@ -164,7 +172,7 @@ class ImapServer:
     ``port`` is the plain listener (STARTTLS when a TLS context is given), ``tls_port`` the
     implicit-TLS one (None when not listening for it). A connection waits at the ``gate`` (shared
     with SMTP) until it logs in; ``Limits.max_connections`` counts only logged-in ones, so nobody
-    without the password can fill it.
+    without the password can fill it, and a login beyond it closes the oldest.
     """
 
     def __init__(self, shared: Shared, is_local: Callable[[object], bool]) -> None:
@@ -186,15 +194,17 @@ class ImapServer:
         limits = limits or Limits()
         shared = Shared(mailbox=mailbox, accounts=accounts, limits=limits, tls=tls, gate=gate or Gate())
         self = cls(shared, is_local)
+        shared.on_login = self._make_room
         try:
             plain = await asyncio.start_server(
                 functools.partial(self._serve, secure=False), host, port, limit=limits.max_line)
             self._servers.append(plain)
             self.port = plain.sockets[0].getsockname()[1]
             if tls is not None and tls_port is not None:
+                # TLS is set up by the conversation, at the gate: asyncio's own ssl= would shake
+                # hands before we hear of the connection, with no bound on how many at once
                 implicit = await asyncio.start_server(
-                    functools.partial(self._serve, secure=True), host, tls_port, limit=limits.max_line,
-                    ssl=tls, ssl_handshake_timeout=limits.tls_handshake_timeout)
+                    functools.partial(self._serve, secure=True), host, tls_port, limit=limits.max_line)
                 self._servers.append(implicit)
                 self.tls_port = implicit.sockets[0].getsockname()[1]
         except BaseException:
@@ -214,7 +224,21 @@ class ImapServer:
 
     def logged_in(self) -> int:
         """Connections past the gate."""
-        return sum(1 for conn in self._sessions.values() if not self.shared.gate.inside(conn.visitor))
+        return len(self._past_gate())
+
+    def _past_gate(self) -> list[tuple[asyncio.Future[None], Connection]]:
+        """Logged-in connections, oldest first."""
+        return [(task, conn) for task, conn in self._sessions.items()
+                if not self.shared.gate.inside(conn.visitor)]
+
+    def _make_room(self, newcomer: object) -> None:
+        """Over ``max_connections``, the oldest logged-in connections are closed for a new one: only
+        the password lets anyone in here, so the runaway client is the owner's own, and its newest
+        connection is the one in use."""
+        others = [(task, conn) for task, conn in self._past_gate() if conn is not newcomer]
+        for task, conn in others[:len(others) + 1 - self.shared.limits.max_connections]:
+            _drop(conn, task, "[UNAVAILABLE] Too many connections are open; this one, the oldest,"
+                  " is closed")
 
     async def _serve(
         self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, *, secure: bool
@@ -223,12 +247,12 @@ class ImapServer:
         # asyncio created for this callback (Python 3.11 reports a cancelled one as an error).
         handler = asyncio.current_task()
         assert handler is not None
-        if self.logged_in() >= self.shared.limits.max_connections:
-            await _refuse(writer, b"* BYE [UNAVAILABLE] Too many connections; try again later\r\n")
-            return
+        transport = writer.transport
+        if secure and isinstance(transport, asyncio.ReadTransport):
+            transport.pause_reading()  # no byte may reach the reader before the handshake has it
         local = self.is_local(writer.get_extra_info("peername"))
-        conn = Connection(reader, writer, secure=secure, local=local)
-        conversation = asyncio.ensure_future(self._converse(conn))
+        conn = Connection(reader, writer, secure=False, local=local)
+        conversation = asyncio.ensure_future(self._converse(conn, implicit_tls=secure))
         conn.visitor = self.shared.gate.admit(functools.partial(_drop, conn, conversation))
         self._sessions[conversation] = conn
         self._handlers.add(handler)
@@ -244,13 +268,24 @@ class ImapServer:
             await conn.close()
             self._handlers.discard(handler)
 
-    async def _converse(self, conn: Connection) -> None:
+    async def _converse(self, conn: Connection, *, implicit_tls: bool) -> None:
         try:
+            if implicit_tls and not await self._handshake(conn):
+                return
             await self._commands(conn)
         except asyncio.CancelledError:
             with contextlib.suppress(ConnectionError, RuntimeError):
                 conn.writer.write(conn.farewell)
             raise
+
+    async def _handshake(self, conn: Connection) -> bool:
+        """Implicit TLS, within the gate's deadline and the handshake's own; False when it failed."""
+        assert self.shared.tls is not None
+        try:
+            await conn.start_tls(self.shared.tls, self.shared.limits.tls_handshake_timeout)
+        except (ssl.SSLError, ConnectionError, TimeoutError):
+            return False  # not a client of ours, or gone: there is no channel to say anything on
+        return True
 
     async def _commands(self, conn: Connection) -> None:
         session = Session(self.shared, conn, COMMANDS)
@@ -273,15 +308,6 @@ def _drop(conn: Connection, conversation: asyncio.Future[None], why: str) -> Non
     """The gate ends a connection that has not logged in."""
     conn.farewell = b"* BYE " + why.encode("ascii", "replace") + b"\r\n"
     conversation.cancel()
-
-
-async def _refuse(writer: asyncio.StreamWriter, line: bytes) -> None:
-    with contextlib.suppress(ConnectionError):
-        writer.write(line)
-        await writer.drain()
-    writer.close()
-    with contextlib.suppress(ConnectionError):
-        await writer.wait_closed()
 
 
 async def start_imap_server(

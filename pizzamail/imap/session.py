@@ -96,9 +96,10 @@ class Limits:
     max_literal_before_login: int = 8 * 1024
     #: seconds a TLS handshake (implicit or after STARTTLS) may take
     tls_handshake_timeout: float = 30.0
-    #: logged-in connections served at once; one more is greeted with BYE (a phone and a few
-    #: desktops need a handful each, so this only stops a runaway client of the owner's from
-    #: exhausting descriptors). Connections before login wait at the gate, not here.
+    #: logged-in connections served at once; one more logging in closes the oldest (a phone and a
+    #: few desktops need a handful each, so this only stops a runaway client of the owner's from
+    #: exhausting descriptors, and its newest connection, the live one, still works).
+    #: Connections before login wait at the gate, not here.
     max_connections: int = 256
 
 
@@ -113,6 +114,8 @@ class Shared:
     tls: ssl.SSLContext | None = None
     #: connections before login and their password checks (shared with SMTP in ``serve``)
     gate: Gate = field(default_factory=Gate)
+    #: told of each connection that has just logged in (the server makes room for it)
+    on_login: Callable[[Connection], None] = lambda conn: None
 
 
 Handler = Callable[["Session", Command], Awaitable[bytes]]

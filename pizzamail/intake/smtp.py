@@ -15,12 +15,13 @@ import logging
 import sqlite3
 import ssl
 import warnings
+from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from email.message import EmailMessage
 from typing import Any
 
-from aiosmtpd.smtp import SMTP, AuthResult, Envelope, LoginPassword, Session
+from aiosmtpd.smtp import MISSING, SMTP, AuthResult, Envelope, LoginPassword, Session
 
 from pizzamail.approvals.intake import draft_action, record_decision, routed_action, send_decision
 from pizzamail.auth import Accounts, Login
@@ -280,6 +281,13 @@ def _later(server: SMTP, session: Session, envelope: Envelope, mechanism: str, a
     return AuthResult(success=False, handled=True, auth_data=_Credentials(mechanism, auth_data))
 
 
+SEATS_PER_LOGIN = 32
+"""logged-in SMTP connections one user may hold at once: a mail program sends and quits, so this is
+plenty, and a runaway one fills only its own seats, never the owner's (nor every descriptor)"""
+
+Seats = defaultdict[str, list["Submission"]]
+
+
 class Submission(SMTP):
     """aiosmtpd's SMTP behind the gate (shared with IMAP): a connection waits there until it logs
     in (dropped with 421 when it takes too long or the room is needed), and its password is
@@ -291,11 +299,16 @@ class Submission(SMTP):
     lines. Everything that reads a stored mail also ends lines at a bare LF (and the Maildir copy is
     rewritten with CRLF), so such a mail is taken as it is; the end of DATA is still only CRLF.CRLF.
     Commands, and sessions that have not logged in, keep the short limit: nobody buffers megabytes
-    before AUTH."""
+    before AUTH.
 
-    def __init__(self, handler: IntakeHandler, *, gate: Gate, **kwargs: Any) -> None:
+    Once logged in, a connection takes one of its user's ``SEATS_PER_LOGIN`` seats."""
+
+    def __init__(self, handler: IntakeHandler, *, gate: Gate, seats: Seats, **kwargs: Any) -> None:
         self.gate = gate
         self.visitor: Visitor | None = None
+        #: the logged-in connections of each user, oldest first (shared by the server's connections)
+        self.seats = seats
+        self._taken: list[Submission] | None = None
         self._check = authenticator(handler.accounts)
         super().__init__(handler, authenticator=_later, **kwargs)
 
@@ -307,7 +320,13 @@ class Submission(SMTP):
     def connection_lost(self, error: Exception | None) -> None:
         if self.visitor is not None:
             self.gate.leave(self.visitor)
+        self._unseat()
         super().connection_lost(error)
+
+    def _unseat(self) -> None:
+        if self._taken is not None:
+            self._taken.remove(self)
+            self._taken = None
 
     def _drop(self, why: str) -> None:
         if isinstance(self.transport, asyncio.WriteTransport):
@@ -330,7 +349,34 @@ class Submission(SMTP):
             checked = self._check(self, self.session, self.envelope, given.mechanism, given.auth_data)
             return checked if checked.success else None
 
-        return await self.gate.check(self.visitor, verify) or AuthResult(success=False, handled=False)
+        checked = await self.gate.check(self.visitor, verify)
+        if checked is None:
+            return AuthResult(success=False, handled=False)
+        return self._seated(checked)
+
+    def _seated(self, checked: AuthResult) -> AuthResult:
+        """Logged in, in one of its user's seats. With every seat taken, the user's oldest connection
+        is closed: a program that never closes its connections (or the owner's runaway client)
+        takes no more descriptors than that, and its newest connection, the live one, still works."""
+        login = checked.auth_data
+        assert isinstance(login, Login)
+        taken = self.seats[login.user]
+        if len(taken) >= SEATS_PER_LOGIN:
+            oldest = taken[0]
+            oldest._unseat()
+            oldest._drop(f"{login.user} has more than {SEATS_PER_LOGIN} connections open")
+        taken.append(self)
+        self._taken = taken
+        return checked
+
+    async def challenge_auth(self, challenge: str | bytes, *args: Any, **kwargs: Any) -> Any:
+        """aiosmtpd reads the answer to a 334 with the line limit and lets the reader's ValueError for
+        a longer one through, where it becomes a 554 about storing mail: here it is a bad answer."""
+        try:
+            return await super().challenge_auth(challenge, *args, **kwargs)
+        except ValueError:  # binascii.Error is one too, but aiosmtpd answers that itself
+            await self.push("501 5.5.2 Answer too long; AUTH cancelled")
+            return MISSING
 
     async def smtp_DATA(self, arg: str) -> None:
         if not (self.session and self.session.authenticated and self.data_size_limit):
@@ -356,13 +402,14 @@ async def start_smtp_server(
     connections wait until they log in (``serve`` shares one with IMAP).
     """
     gate = gate or Gate()
+    seats: Seats = defaultdict(list)
 
     def factory() -> SMTP:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # the per-connection "AUTH without TLS" warning
             return Submission(
-                handler, gate=gate, hostname=handler.domain, ident="pizzamail", data_size_limit=max_size,
-                auth_required=True, auth_require_tls=require_tls, tls_context=tls,
+                handler, gate=gate, seats=seats, hostname=handler.domain, ident="pizzamail",
+                data_size_limit=max_size, auth_required=True, auth_require_tls=require_tls, tls_context=tls,
                 require_starttls=require_tls, enable_SMTPUTF8=True,
             )
 

@@ -2,10 +2,16 @@
 
 uvicorn runs inside the service's own loop: :func:`start_http_server` calls its startup and
 shutdown directly (not ``Server.serve``, which would take over SIGINT/SIGTERM from ``serve``).
+
+Every HTTP connection waits at the gate (shared with SMTP and IMAP) for as long as it is open:
+nobody logs in over HTTP, and uvicorn itself lets a client send its headers a byte a minute for
+ever, so a thousand such connections took every descriptor of the process, IMAP's and SMTP's too.
+At the gate they share its room and its deadline (a webhook is sent in well under a minute).
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Callable
@@ -17,11 +23,12 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
+from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from pizzamail import __version__
 from pizzamail.config import Config, HookSettings
 from pizzamail.errors import HttpRefusal
-from pizzamail.guard import TokenBucket
+from pizzamail.guard import Gate, TokenBucket, Visitor
 from pizzamail.secrets import SecretStore
 from pizzamail.store import Store, now
 from pizzamail.store.blobs import BlobStore
@@ -168,9 +175,30 @@ class HttpServer:
         await self.server.shutdown()
 
 
-async def start_http_server(app: Starlette, *, host: str, port: int) -> HttpServer:
+def _gated(gate: Gate) -> type[H11Protocol]:
+    """uvicorn's HTTP/1.1 protocol with each connection at ``gate`` from its first byte to its last."""
+
+    class Gated(H11Protocol):
+        visitor: Visitor | None = None
+
+        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+            super().connection_made(transport)
+            self.visitor = gate.admit(lambda why: transport.close())
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            if self.visitor is not None:
+                gate.leave(self.visitor)
+            super().connection_lost(exc)
+
+    return Gated
+
+
+async def start_http_server(app: Starlette, *, host: str, port: int, gate: Gate | None = None) -> HttpServer:
+    """Serve ``app`` on ``host:port`` (0 picks a free port); ``serve`` shares its ``gate`` with SMTP
+    and IMAP."""
     config = uvicorn.Config(app, host=host, port=port, lifespan="off", log_config=None,
-                            access_log=False, date_header=False, server_header=False)
+                            http=_gated(gate or Gate()), access_log=False, date_header=False,
+                            server_header=False)
     config.load()
     server = uvicorn.Server(config)
     server.lifespan = config.lifespan_class(config)

@@ -25,18 +25,24 @@ async def test_a_hundred_clients_work_at_once(server: ImapServer, sample: list[b
     assert len(set(answers)) == 1 and answers[0].startswith(b"* 1 FETCH (UID 1 RFC822.SIZE ")
 
 
-async def test_one_more_than_the_cap_is_told_to_come_back(mailbox: Mailbox) -> None:
+async def test_a_login_beyond_the_cap_closes_the_oldest(mailbox: Mailbox) -> None:
+    """A runaway client of the owner's (hundreds of IDLE connections) once filled the cap, and every
+    new connection, the owner's real client too, was told to come back, for the 31 minutes of
+    autologout. Only the password gets anyone past the gate, so the oldest connection goes instead."""
     server = await ImapServer.start(host="127.0.0.1", port=0, mailbox=mailbox, accounts=ACCOUNTS,
                                     limits=Limits(login_delay=0.01, max_connections=2))
     held: list[Client] = []
     try:
         held = [await connect(server), await connect(server)]
-        reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
-        refused = Client(reader, writer)
-        assert await refused.line() == b"* BYE [UNAVAILABLE] Too many connections; try again later\r\n"
-        assert await asyncio.wait_for(reader.read(), READ_TIMEOUT) == b""
-        await refused.close()
-        assert (await held[0].command(b"N NOOP"))[-1].startswith(b"N OK")  # the others go on
+        await held[0].send(b"i IDLE\r\n")
+        assert await held[0].line() == b"+ idling\r\n"
+        held.append(await connect(server))  # asserts the login
+        assert await held[0].line() == (
+            b"* BYE [UNAVAILABLE] Too many connections are open; this one, the oldest, is closed\r\n")
+        assert await asyncio.wait_for(held[0].reader.read(), READ_TIMEOUT) == b""
+        for client in held[1:]:  # the others go on
+            assert await client.command(b"N NOOP") == [b"N OK NOOP completed\r\n"]
+        assert server.logged_in() == 2
     finally:
         for client in held:
             await client.close()

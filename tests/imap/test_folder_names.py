@@ -98,3 +98,16 @@ async def test_a_rename_the_file_system_refuses_changes_nothing(client: Client, 
     assert (mailbox.root / ".a" / "cur").is_dir() and not (mailbox.root / ".b").exists()
     assert await client.command(b"s STATUS a/x (MESSAGES)") == [
         b"* STATUS a/x (MESSAGES 1)\r\n", b"s OK STATUS completed\r\n"]
+
+
+async def test_list_patterns_of_many_wildcards_answer_at_once(client: Client) -> None:
+    """``*a*a*a…Z`` once became a regular expression that backtracked exponentially: ten wildcards
+    held the whole process (every IMAP client, SMTP and webhooks too) for a minute or more, and the
+    client's 5-second wait here ran out."""
+    name = b"a" * 40
+    assert await client.command(b"c CREATE " + name) == [b"c OK CREATE completed\r\n"]
+    assert await listed(client, b'"' + b"*a" * 10 + b'Z"') == []
+    assert await listed(client, b'"' + b"%a" * 10 + b'"') == [name]
+    assert await listed(client, b'"' + b"*" * 5000 + b'a"') == [name]
+    assert await listed(client, b"inbox") == [b"INBOX"]
+    assert await listed(client, b"%/%") == []
