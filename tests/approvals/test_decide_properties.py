@@ -15,7 +15,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from pizzamail.approvals.decide import Decision, decide, parse_message, read_decision
-from pizzamail.approvals.reading import html_text, own_words
+from pizzamail.approvals.markup import html_text
+from pizzamail.approvals.reading import own_words
 
 APPROVALS = ["approve", "Approve", "yes", "Yes!", "ok", "OK", "okay", "lgtm", "go ahead", "sure",
              "approved", "ja", "oui", "sí", "👍", "approve always", "yes please", "Approve, thanks"]
