@@ -29,7 +29,9 @@ from pizzamail.approvals.markup import html_seen
 LANGUAGES = ("en", "de", "fr", "es")
 #: characters a composer writes for a plain space (no-break spaces) or nothing (zero-width)
 _SPACES = re.compile("[\u00a0\u2007\u202f]")
-_INVISIBLE = re.compile("[\u200b\u200c\u2060\ufeff]")
+#: (also direction marks and soft hyphens, which change no letter; the overrides and isolates that
+#: reorder what is shown are not removed, so they make a reply unclear)
+_INVISIBLE = re.compile("[\u200b\u200c\u2060\ufeff\u200e\u200f\u061c\u00ad\u034f]")
 #: MIME levels a reply's body may have (clients use three or four)
 _DEEPEST = 24
 

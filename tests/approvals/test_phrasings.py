@@ -194,6 +194,11 @@ ROWS: list[tuple[str, str, str, Any]] = [
     ("\uff41\uff50\uff50\uff52\uff4f\uff56\uff45", "plain", "feedback", None),
     ("yes\u0338", "plain", "unclear", None),
     ("a\u0336p\u0336p\u0336r\u0336o\u0336v\u0336e\u0336", "plain", "feedback", None),
+    ("approve\u200e", "plain", "approve", None),  # a direction mark, as an RTL client adds
+    ("ap\u00adprove", "plain", "approve", None),  # a soft hyphen shows nothing
+    ("approve\U000e0020\U000e006e\U000e006f\U000e0074", "plain", "unclear", None),  # tag characters
+    ("\u2067approve\u2069", "plain", "unclear", None),
+    ("\U0001d41a\U0001d429\U0001d429\U0001d42b\U0001d428\U0001d42f\U0001d41e", "plain", "feedback", None),
     # red team: asked back needlessly before
     ("Approved.", "plain", "approve", None),
     ("Yes, go ahead.", "plain", "approve", None),
