@@ -32,6 +32,10 @@ _SPACES = re.compile("[\u00a0\u2007\u202f]")
 #: (also direction marks and soft hyphens, which change no letter; the overrides and isolates that
 #: reorder what is shown are not removed, so they make a reply unclear)
 _INVISIBLE = re.compile("[\u200b\u200c\u2060\ufeff\u200e\u200f\u061c\u00ad\u034f]")
+#: the first line of Outlook's header block of the quoted mail, in the languages read
+_FROM = re.compile(r"^[>* ]*(?:from|von|de)[ *]*:", re.IGNORECASE)
+#: the end of an attribution line ("On … wrote:"), which a client may wrap onto two lines
+_ATTRIBUTION = re.compile(r"\b(?:wrote|schrieb|écrit|escribió)\b[\s\S]*:\s*$", re.IGNORECASE)
 #: MIME levels a reply's body may have (clients use three or four)
 _DEEPEST = 24
 
@@ -85,15 +89,18 @@ def own_words(text: str) -> str:
         if not line.lstrip().startswith(">"):
             kept.append(line)
     parsed = EmailReplyParser(languages=list(LANGUAGES)).read("\n".join(kept))
+    found: list[str] = []
     for reply in parsed.replies:
-        if _quotes_below(str(reply.headers or "")):
-            return ""  # nothing of the user's own above the quoted mail
-        # full_body: without the attribution, but with what the library would call a signature
-        # ("Thanks, but change the recipient first" starts like one)
-        body = str(reply.full_body).strip()
-        if body:
-            return body
-    return ""
+        header = str(reply.headers or "").strip()
+        if _quotes_below(header):
+            break  # the quoted mail itself: nothing below it is the user's
+        if header and not _ATTRIBUTION.search(header):  # "To: Bob" / "Cc: Alice", typed by the user
+            found.append(header)
+        # below an "On … wrote:" line the ">" lines are gone: what is left the user wrote between
+        # them. full_body: with what the library would call a signature ("Thanks, but change the
+        # recipient first" starts like one)
+        found.append(str(reply.full_body).strip())
+    return "\n\n".join(f for f in found if f)
 
 
 def _without_signature(text: str, signatures: tuple[str, ...]) -> str:
@@ -110,8 +117,9 @@ def _without_signature(text: str, signatures: tuple[str, ...]) -> str:
 def _quotes_below(header: str) -> bool:
     """Whether the text below ``header`` is the quoted mail itself: Outlook's "From:/Sent:" block or
     its "Original Message" line quote without ``>``. (Below an "On … wrote:" line, the ``>`` lines
-    are gone already and what is left is the user's, written under the quote.)"""
-    return "\n" in header.strip() or "original message" in header.lower()
+    are gone already and what is left is the user's, written between the quotes.)"""
+    lines = header.split("\n")
+    return "original message" in header.lower() or (len(lines) > 1 and any(map(_FROM.match, lines)))
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -164,6 +164,10 @@ ROWS: list[tuple[str, str, str, Any]] = [
     ('<p>approve</p><p class="gmail_signature">Anna</p>', "html", "approve", None),
     ("&#97;pprove, thanks", "html", "approve", None),
     ("<template>no</template><style>p{}</style>approve<!-- not -->", "html", "approve", None),
+    # red team: what the user writes between or below the quotes is theirs too
+    ("approve" + QUOTE + "but not the shared note\n> thanks\n", "plain", "feedback", None),
+    ("ja" + GERMAN_QUOTE + "aber nicht heute\n", "plain", "feedback", None),
+    ("approve\n\nTo: Bob\nCc: Alice\nbut only after Friday", "plain", "feedback", None),
     # red team: a doubt in punctuation or a face
     ("ok..", "plain", "unclear", None),
     ("Approve . . .", "plain", "unclear", None),
