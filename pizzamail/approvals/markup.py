@@ -3,9 +3,10 @@
 Blocks go on their own lines and spaces collapse as a browser lays them out. Never read: quoted mail
 (``<blockquote>`` at any depth), markup that is not shown (head, style, script, template, comments)
 and a client's signature element. Text a reader may not see — hidden by CSS (``display:none``, a
-zero font size, white or transparent colour …), by the ``hidden`` attribute, or inside
-``<noscript>`` — is read only when asked for (``hidden=True``), so that a caller can check that it
-changes nothing. Struck-out text (``<s>``, ``<del>``, ``line-through``) is kept between ``~~``, as
+zero font size, white or transparent colour …, inline or by a rule of a ``<style>`` element), by
+the ``hidden`` attribute, or inside ``<noscript>`` — is read only when asked for (``hidden=True``),
+so that a caller can check that it changes nothing. Text a stylesheet adds (``content: "…"``) is
+read as if typed. Struck-out text (``<s>``, ``<del>``, ``line-through``) is kept between ``~~``, as
 Markdown writes it: crossed-out words are a change of mind, not consent.
 """
 
@@ -28,6 +29,11 @@ _HIDING = re.compile(
     r"|(?<![-\w])(?:font-size|max-height|max-width|opacity):0(?:\.0*)?(?:px|pt|em|rem|%)?(?![.\d])"
     r"|(?<![-\w])color:(?:white|#fff(?:fff)?|transparent|rgba?\(255,255,255)(?![\w])")
 
+_STYLE_BLOCK = re.compile(r"<style\b[^>]*>(.*?)(?:</style\s*>|$)", re.IGNORECASE | re.DOTALL)
+_CSS_COMMENT = re.compile(r"/\*.*?\*/|<!--|-->", re.DOTALL)
+_RULE = re.compile(r"([^{}]+)\{([^{}]*)\}")
+_CONTENT = re.compile(r"""content\s*:\s*(?:"([^"]*)"|'([^']*)')""", re.IGNORECASE)
+
 
 @dataclass(frozen=True, kw_only=True)
 class Seen:
@@ -44,7 +50,9 @@ def html_text(markup: str, *, hidden: bool = False) -> str:
 
 
 def html_seen(markup: str, *, hidden: bool = False) -> Seen:
-    reader = _HtmlReader(hidden=hidden)
+    sheet = _sheet(markup)
+    reader = _HtmlReader(hidden=hidden, unseen=sheet.unseen)
+    reader.handle_data(" ".join(sheet.added))  # words a stylesheet shows are read as typed
     reader.feed(markup)
     reader.close()
     return reader.seen()
@@ -53,9 +61,10 @@ def html_seen(markup: str, *, hidden: bool = False) -> Seen:
 class _HtmlReader(HTMLParser):
     """Text as a browser lays it out: blocks on lines, spaces collapsed except in ``<pre>``."""
 
-    def __init__(self, *, hidden: bool) -> None:
+    def __init__(self, *, hidden: bool, unseen: frozenset[str] = frozenset()) -> None:
         super().__init__(convert_charrefs=True)
         self._hidden = hidden
+        self._unseen = unseen
         self._parts: list[str] = []
         self._signature: list[str] = []
         self._signatures: list[str] = []
@@ -95,6 +104,8 @@ class _HtmlReader(HTMLParser):
             self._close(tag)
 
     def handle_data(self, data: str) -> None:
+        if "*" in self._unseen and not self._hidden:
+            return  # a rule hides everything (text outside any element included)
         if self._skipping:
             if self._in_signature:
                 self._signature.append(data)
@@ -129,7 +140,7 @@ class _HtmlReader(HTMLParser):
     def _is_unseen(self, tag: str, attrs: list[tuple[str, str | None]]) -> bool:
         if self._hidden:
             return False
-        return tag in _MAYBE_SHOWN or any(
+        return tag in _MAYBE_SHOWN or not self._unseen.isdisjoint(_selectors(tag, attrs)) or any(
             name == "hidden" or (name == "style" and value and _HIDING.search(_squeezed(value)))
             for name, value in attrs)
 
@@ -137,6 +148,44 @@ class _HtmlReader(HTMLParser):
         if self._in_signature and not self._skipping:
             self._signatures.append(" ".join("".join(self._signature).split()))
             self._signature, self._in_signature = [], False
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Sheet:
+    unseen: frozenset[str]
+    """the simple selectors (``p``, ``.x``, ``#y``, ``*``) of rules that hide what they match"""
+    added: tuple[str, ...]
+    """the text rules add (``content: "…"``)"""
+
+
+def _sheet(markup: str) -> _Sheet:
+    """What the reply's stylesheets hide and add. A rule's selector is reduced to its last simple
+    parts ("div .x:first-child" hides every ``.x``): hiding too much only ever stops an approval."""
+    unseen: set[str] = set()
+    added: list[str] = []
+    for block in _STYLE_BLOCK.findall(markup):
+        for selectors, body in _RULE.findall(_CSS_COMMENT.sub("", block)):
+            added += [a or b for a, b in _CONTENT.findall(body)]
+            if _HIDING.search(_squeezed(body)):
+                unseen.update(_subject(selector) for selector in selectors.split(","))
+    return _Sheet(unseen=frozenset(unseen), added=tuple(added))
+
+
+def _subject(selector: str) -> str:
+    last = re.split(r"[\s>+~]+", selector.strip().lower())[-1]
+    simple = re.split(r"[\[:]", last, maxsplit=1)[0]
+    parts = re.findall(r"[.#]?[^.#]+", simple)
+    return parts[-1] if parts else "*"
+
+
+def _selectors(tag: str, attrs: list[tuple[str, str | None]]) -> set[str]:
+    found = {"*", tag}
+    for name, value in attrs:
+        if name == "class" and value:
+            found.update("." + c.lower() for c in value.split())
+        elif name == "id" and value:
+            found.add("#" + value.lower())
+    return found
 
 
 def _squeezed(style: str) -> str:
