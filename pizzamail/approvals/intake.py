@@ -18,7 +18,7 @@ from email.message import EmailMessage
 import aiosqlite
 
 from pizzamail.approvals.decide import Decision, parse_approval_header, read_decision, route
-from pizzamail.approvals.ledger import STATE_TEXT, Applied, action_by_id, apply_decision, find_action
+from pizzamail.approvals.ledger import STATE_TEXT, Applied, action_by_id, actions_named, apply_decision
 from pizzamail.approvals.outbox import sent_arguments, strip_for_relay
 from pizzamail.composer import Composer, MailContext
 from pizzamail.errors import SmtpRefusal
@@ -42,7 +42,14 @@ class Decided:
 
 
 async def routed_action(store: Store, msg: EmailMessage, recipients: list[str]) -> HeldAction | None:
-    return await find_action(store, route(msg, recipients))
+    """The one action a reply answers. A reply whose clues name two (it answers one request but is
+    addressed to another's nonce) is refused: which one its words are about cannot be known."""
+    named = await actions_named(store, route(msg, recipients))
+    if len(named) > 1:
+        ids = " and ".join(str(a.id) for a in named)
+        raise SmtpRefusal(550, "5.7.1", f"this reply names more than one approval request (actions {ids});"
+                          " nothing was decided. Reply to the request you mean, to its own address")
+    return named[0] if named else None
 
 
 async def draft_action(store: Store, msg: EmailMessage) -> HeldAction | None:

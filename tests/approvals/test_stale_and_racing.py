@@ -4,6 +4,9 @@ their order, a call runs only as one applied approval of it says."""
 from __future__ import annotations
 
 import asyncio
+import smtplib
+
+import pytest
 
 from pizzamail.approvals.decide import DISAGREE
 from pizzamail.store.actions import held_actions
@@ -106,3 +109,18 @@ async def test_a_call_id_the_model_repeats_after_an_approval_is_asked_about_agai
     sent = fake_openai.requests[-1].messages
     ids = [c["id"] for m in sent if m.get("tool_calls") for c in m["tool_calls"]]
     assert len(set(ids)) == 2 and [m["tool_call_id"] for m in sent if m["role"] == "tool"] == ids
+
+
+async def test_a_reply_that_names_two_requests_is_refused_and_decides_neither(
+    approvals: Approvals, fake_openai: FakeOpenAI
+) -> None:
+    """It answers one request (In-Reply-To) but goes to another's nonce (a client that completed
+    the address from an earlier reply): which call "approve" is about cannot be known."""
+    _, first = await _held(approvals, fake_openai)
+    _, second = await _held(approvals, fake_openai)
+    crossed = reply(first, "approve", address=str(second["Reply-To"]))
+    with pytest.raises(smtplib.SMTPDataError) as refused:
+        await approvals.submit(crossed)
+    assert refused.value.smtp_code == 550 and b"more than one approval request" in refused.value.smtp_error
+    assert [a.status for a in await held_actions(approvals.harness.store)] == ["held", "held"]
+    assert approvals.tool.calls == []
