@@ -50,9 +50,14 @@ COURTESY = frozenset({
     "🙂", "😊", "🙏", "😀", "😃",
 })
 RETRY, SKIP = frozenset({"retry", "again"}), frozenset({"skip"})
-#: words that turn a reply around; never taken for the sender's name even if it has them
+#: words that turn a reply around or put a condition on it; never taken for the sender's name
+#: even if it has them
 _NEVER_A_NAME = frozenset({"not", "never", "don't", "dont", "cancel", "stop", "but", "if", "unless",
-                           "later", "nicht", "kein", "aber", "pas", "mais", "nunca", "pero"})
+                           "later", "nicht", "kein", "aber", "pas", "mais", "nunca", "pero",
+                           # conditions and times: "approve only", "yes after" …
+                           "only", "after", "before", "once", "when", "until", "till", "first", "except",
+                           "provided", "tomorrow", "today", "tonight", "wenn", "nur", "erst", "morgen",
+                           "heute", "sauf", "seulement", "demain", "solo", "cuando", "hasta", "mañana"})
 #: extra words that may stand around an edited arguments block ("use these instead:")
 EDIT = frozenset({"use", "this", "these", "here", "with", "edited", "edit", "edits", "changes", "changed",
                   "arguments", "args", "instead", "run", "send", "below", "the", "my", "like", "as",
