@@ -4,8 +4,9 @@ Blocks go on their own lines and spaces collapse as a browser lays them out. Nev
 (``<blockquote>`` at any depth), markup that is not shown (head, style, script, template, comments)
 and a client's signature element. Text a reader may not see — hidden by CSS (``display:none``, a
 zero font size, white or transparent colour …, inline or by a rule of a ``<style>`` element), by
-the ``hidden`` attribute, or inside ``<noscript>`` — is read only when asked for (``hidden=True``),
-so that a caller can check that it changes nothing. Text a stylesheet adds (``content: "…"``) is
+the ``hidden`` attribute, inside ``<noscript>`` or a closed ``<details>``, or shown with its letters
+reversed (``<bdo>``, ``bidi-override``) — is read only when asked for (``hidden=True``), so that a
+caller can check that it changes nothing. Text a stylesheet adds (``content: "…"``) is
 read as if typed. Struck-out text (``<s>``, ``<del>``, ``line-through``) is kept between ``~~``, as
 Markdown writes it: crossed-out words are a change of mind, not consent.
 """
@@ -20,12 +21,14 @@ _SKIPPED = frozenset({"blockquote", "head", "style", "script", "title", "templat
 _VOID = frozenset({"br", "hr", "img", "meta", "link", "input", "wbr", "area", "base", "col", "source"})
 _BLOCK = frozenset({"p", "div", "br", "li", "tr", "pre", "table", "ul", "ol", "hr", "h1", "h2", "h3",
                     "h4", "h5", "h6", "section", "article", "header", "footer", "dd", "dt"})
-#: shown only by a client that runs no scripts (most mail clients; not all)
-_MAYBE_SHOWN = frozenset({"noscript"})
+#: shown only by a client that runs no scripts (most mail clients; not all), shown only when opened
+#: (``<details>``, ``<dialog>`` without ``open``), or shown with its letters reversed (``<bdo>``)
+_MAYBE_SHOWN = frozenset({"noscript", "details", "dialog", "bdo"})
 _STRUCK = frozenset({"s", "strike", "del"})
-#: inline styles that hide text from a reader (matched with spaces removed, lower case)
+#: inline styles that hide text from a reader or reorder its letters (matched with spaces removed,
+#: lower case)
 _HIDING = re.compile(
-    r"display:none|visibility:hidden|visibility:collapse|mso-hide:all"
+    r"display:none|visibility:hidden|visibility:collapse|mso-hide:all|bidi-override"
     r"|(?<![-\w])(?:font-size|max-height|max-width|opacity):0(?:\.0*)?(?:px|pt|em|rem|%)?(?![.\d])"
     r"|(?<![-\w])color:(?:white|#fff(?:fff)?|transparent|rgba?\(255,255,255)(?![\w])")
 
@@ -140,7 +143,9 @@ class _HtmlReader(HTMLParser):
     def _is_unseen(self, tag: str, attrs: list[tuple[str, str | None]]) -> bool:
         if self._hidden:
             return False
-        return tag in _MAYBE_SHOWN or not self._unseen.isdisjoint(_selectors(tag, attrs)) or any(
+        if tag in _MAYBE_SHOWN and not any(name == "open" for name, _ in attrs):
+            return True
+        return not self._unseen.isdisjoint(_selectors(tag, attrs)) or any(
             name == "hidden" or (name == "style" and value and _HIDING.search(_squeezed(value)))
             for name, value in attrs)
 

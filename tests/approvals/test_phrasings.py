@@ -162,6 +162,9 @@ ROWS: list[tuple[str, str, str, Any]] = [
     ("<style>* {visibility: hidden}</style>approve", "html", "unclear", None),
     ("<style>p::after {content: ' not'}</style><p>approve</p>", "html", "feedback", None),
     ("<style>P {margin-top:0;margin-bottom:0;}</style><div>approve</div>", "html", "approve", None),
+    ("<p>approve</p><details><summary>PS</summary>not really</details>", "html", "unclear", None),
+    ('<bdo dir="rtl">approve</bdo>', "html", "unclear", None),  # shown as "evorppa"
+    ('<span style="unicode-bidi: bidi-override; direction: rtl">yes</span>', "html", "unclear", None),
     ("<s>approve</s>", "html", "unclear", None),
     ("<del>approve</del> <ins>deny</ins>", "html", "unclear", None),
     ('<span style="text-decoration: line-through">yes</span>', "html", "unclear", None),
