@@ -11,6 +11,7 @@ transaction; a decision that changes nothing gets a short reply in the same tran
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from dataclasses import dataclass
 from email.message import EmailMessage
@@ -81,7 +82,8 @@ async def record_decision(
         raise SmtpRefusal(550, "5.7.1", f"<{by}> is not an approver; only {', '.join(sorted(approvers))}"
                           " may decide (config: [approvals] approvers)")
     message_id = parsed.message_id or f"{uuid.uuid4().hex}@{domain}"
-    decision = decision or read_decision(msg)
+    if decision is None:  # pure, but a long reply takes a while: off the event loop
+        decision = await asyncio.to_thread(read_decision, msg)
     digest = blobs.put(raw)
     async with store.write() as db:
         if await message_exists(db, message_id):  # a client retrying: decided once already

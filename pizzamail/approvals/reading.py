@@ -36,8 +36,8 @@ _INVISIBLE = re.compile("[\u200b\u200c\u2060\ufeff\u200e\u200f\u061c\u00ad\u034f
 _FROM = re.compile(r"^[>* ]*(?:from|von|de)[ *]*:", re.IGNORECASE)
 #: the end of an attribution line ("On … wrote:"), which a client may wrap onto two lines
 _ATTRIBUTION = re.compile(r"\b(?:wrote|schrieb|écrit|escribió)\b[\s\S]*:\s*$", re.IGNORECASE)
-#: MIME levels a reply's body may have (clients use three or four)
-_DEEPEST = 24
+#: MIME levels a reply's body may have (clients use three or four), and parts in all
+_DEEPEST, _MOST_PARTS = 24, 200
 
 
 def reply_texts(msg: EmailMessage) -> tuple[str, ...]:
@@ -49,10 +49,11 @@ def reply_texts(msg: EmailMessage) -> tuple[str, ...]:
         seen = _rendering(msg, prefer="html", hidden=False)
         shown = _rendering(msg, prefer="html", hidden=True)
         plain = _rendering(msg, prefer="plain", hidden=False)
-    except _TooDeep:
+    except _Unreadable:
         return ("",)
-    return tuple(dict.fromkeys([own_words(seen.text), own_words(shown.text),
-                                _without_signature(own_words(plain.text), seen.signatures)]))
+    own = {text: own_words(text) for text in dict.fromkeys((seen.text, shown.text, plain.text))}
+    return tuple(dict.fromkeys([own[seen.text], own[shown.text],
+                                _without_signature(own[plain.text], seen.signatures)]))
 
 
 def reply_text(msg: EmailMessage) -> str:
@@ -128,14 +129,15 @@ class _Rendering:
     signatures: tuple[str, ...] = ()
 
 
-class _TooDeep(Exception):
-    """A body nested deeper than any reply a person writes: read as nothing (never as part of it)."""
+class _Unreadable(Exception):
+    """A body nested deeper, or in more parts, than any reply a person writes: read as nothing
+    (never in part), in bounded time."""
 
 
 def _rendering(msg: EmailMessage, *, prefer: str, hidden: bool) -> _Rendering:
     """Every text part of the body in order (a client splits the text around an inline image),
     each ``multipart/alternative`` read in its ``prefer`` form."""
-    read = [_part_text(part, hidden=hidden) for part in _text_parts(msg, prefer, 0)]
+    read = [_part_text(part, hidden=hidden) for part in _text_parts(msg, prefer, 0, [0])]
     return _Rendering(text="\n\n".join(r.text for r in read),
                       signatures=tuple(s for r in read for s in r.signatures))
 
@@ -154,11 +156,13 @@ def _param(part: MIMEPart, name: str) -> str:
     return str(part.get_param(name, "", header="content-type")).lower()
 
 
-def _text_parts(part: MIMEPart, prefer: str, depth: int) -> list[MIMEPart]:
+def _text_parts(part: MIMEPart, prefer: str, depth: int, visited: list[int]) -> list[MIMEPart]:
     """The parts a reader sees as the body: never a file (an attachment, or any part with a file
-    name, however it is shown), never an attached mail (``message/rfc822``)."""
-    if depth > _DEEPEST:
-        raise _TooDeep
+    name, however it is shown), never an attached mail (``message/rfc822``). ``visited`` counts
+    the parts looked at."""
+    visited[0] += 1
+    if depth > _DEEPEST or visited[0] > _MOST_PARTS:
+        raise _Unreadable
     if _is_file(part):
         return []
     maintype, subtype = part.get_content_maintype(), part.get_content_subtype()
@@ -166,13 +170,14 @@ def _text_parts(part: MIMEPart, prefer: str, depth: int) -> list[MIMEPart]:
         return [part] if subtype in ("plain", "html") else []
     if maintype != "multipart" or not part.is_multipart():
         return []
-    children = [found for child in part.iter_parts() if (found := _text_parts(child, prefer, depth + 1))]
+    found = (_text_parts(child, prefer, depth + 1, visited) for child in part.iter_parts())
+    children = [parts for parts in found if parts]
     if subtype == "alternative":  # RFC 2046: the last is the richest
         preferred = [c for c in children if any(p.get_content_subtype() == prefer for p in c)]
         children = (preferred or children)[-1:]
     elif subtype == "related":  # the root, with what it shows inline
         children = children[:1]
-    return [p for found in children for p in found]
+    return [p for parts in children for p in parts]
 
 
 def _is_file(part: MIMEPart) -> bool:

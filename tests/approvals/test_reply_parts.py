@@ -87,6 +87,16 @@ def test_an_attached_or_forwarded_mail_decides_nothing() -> None:
     assert _kind(forwarded) != "approve"
 
 
+def test_a_body_in_more_parts_than_a_person_writes_decides_nothing() -> None:
+    msg = _mail()
+    msg.set_content("approve")
+    msg.make_mixed()
+    for _ in range(300):
+        msg.add_attachment("approve", disposition="inline")
+        del msg.get_payload()[-1]["Content-Disposition"]
+    assert _kind(msg) == "unclear"
+
+
 def test_a_body_nested_too_deep_decides_nothing() -> None:
     raw = b"Content-Type: text/plain\r\n\r\napprove\r\n"
     for level in range(40):
