@@ -9,6 +9,7 @@ from email.policy import SMTP
 import pytest
 
 from pizzamail.approvals.decide import DISAGREE, parse_message, read_decision
+from tests.mailcorpus import CASES, Case
 
 GIF = b"GIF89a\x01\x00\x01\x00\x00\x00\x00;"
 
@@ -173,3 +174,10 @@ def test_outlooks_signature_in_the_plain_part_alone_is_not_taken_for_more_words(
     changed = _both("Approve\n\nAnna Meyer\nHead of Operations\nbut only after Friday",
                     str(html.get_content()))
     assert _kind(changed) == "unclear"
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_every_malformed_mail_is_read_as_a_reply_without_crashing(case: Case) -> None:
+    decision = read_decision(parse_message(case.data()))
+    assert decision.kind in {"approve", "approve_always", "deny", "edit", "feedback", "retry", "skip",
+                             "unclear"}
