@@ -4,17 +4,19 @@ Blocks go on their own lines and spaces collapse as a browser lays them out. Nev
 (``<blockquote>`` at any depth), markup that is not shown (head, style, script, template, comments)
 and a client's signature element. Text a reader may not see — hidden by CSS (``display:none``, a
 zero font size, white or transparent colour …, inline or by a rule of a ``<style>`` element), by
-the ``hidden`` attribute, inside ``<noscript>`` or a closed ``<details>``, or shown with its letters
-reversed (``<bdo>``, ``bidi-override``) — is read only when asked for (``hidden=True``), so that a
-caller can check that it changes nothing. Text a stylesheet adds (``content: "…"``) is
-read as if typed. Struck-out text (``<s>``, ``<del>``, ``line-through``) is kept between ``~~``, as
-Markdown writes it: crossed-out words are a change of mind, not consent.
+the ``hidden`` attribute, inside ``<noscript>``, a closed ``<details>`` or an Outlook-only
+conditional comment, or shown with its letters reversed (``<bdo>``, ``bidi-override``) — is read
+only when asked for (``hidden=True``), so that a caller can check that it changes nothing. Text a
+stylesheet adds (``content: "…"``) is read as if typed. Struck-out text (``<s>``, ``<del>``,
+``line-through``) is kept between ``~~``, as Markdown writes it: crossed-out words are a change of
+mind, not consent.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from html import unescape
 from html.parser import HTMLParser
 
 _SKIPPED = frozenset({"blockquote", "head", "style", "script", "title", "template"})
@@ -105,6 +107,12 @@ class _HtmlReader(HTMLParser):
             self._parts.append("\n")
         if any(name == tag for name, _ in self._open):
             self._close(tag)
+
+    def handle_comment(self, data: str) -> None:
+        """Outlook shows what an ``<!--[if mso]>…<![endif]-->`` comment holds; other clients do not."""
+        if self._hidden and not self._skipping and data.lstrip().lower().startswith("[if"):
+            inner = data.partition("]>")[2].rpartition("<![endif]")[0]
+            self._parts.append(" " + unescape(re.sub(r"<[^>]*>", " ", inner)) + " ")
 
     def handle_data(self, data: str) -> None:
         if "*" in self._unseen and not self._hidden:

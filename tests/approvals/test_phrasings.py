@@ -165,6 +165,7 @@ ROWS: list[tuple[str, str, str, Any]] = [
     ("<p>approve</p><details><summary>PS</summary>not really</details>", "html", "unclear", None),
     ('<bdo dir="rtl">approve</bdo>', "html", "unclear", None),  # shown as "evorppa"
     ('<span style="unicode-bidi: bidi-override; direction: rtl">yes</span>', "html", "unclear", None),
+    ("<p>approve</p><!--[if mso]><p>not really</p><![endif]-->", "html", "unclear", None),
     ("<s>approve</s>", "html", "unclear", None),
     ("<del>approve</del> <ins>deny</ins>", "html", "unclear", None),
     ('<span style="text-decoration: line-through">yes</span>', "html", "unclear", None),
