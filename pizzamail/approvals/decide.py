@@ -46,8 +46,8 @@ NOTHING_SAID = ("your reply has no words of your own to read as a decision (quot
 MIXED = ("your reply has only words of a decision, but they do not say one thing (a question mark or"
          " a trailing \"…\" counts as a doubt)")
 
-DISAGREE = ("the parts of your reply do not say the same thing: its plain-text and HTML versions, or"
-            " text hidden in it, would decide differently")
+DISAGREE = ("the parts of your reply do not say the same thing (its plain-text and HTML versions, or"
+            " text hidden in it, would decide differently)")
 
 _APPROVAL_HEADER = re.compile(r"^\s*(\d+)\s*;\s*nonce=([A-Za-z0-9_-]+)\s*$")
 _FENCE = re.compile(r"```[a-zA-Z]*\n(.*?)\n?```", re.DOTALL)
