@@ -2,6 +2,7 @@
 
 - :mod:`decide`  pure: which action a reply names and what it decides
 - :mod:`reading` pure: which words of a reply the user wrote (quotes, signatures, HTML set aside)
+- :mod:`markup`  pure: an HTML reply as a reader sees it (hidden and struck-out text marked)
 - :mod:`words`   pure: the approval, denial and courtesy words, and the rule for an approval
 - :mod:`ledger`  the store side: decisions, state transitions, standing rules
 - :mod:`release` the runner side: turning a decided action into the tool step the run continues with

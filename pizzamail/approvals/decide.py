@@ -14,13 +14,14 @@ edited arguments block is an approval with edits only when nothing but consent s
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from email.message import EmailMessage
 from typing import Any, Literal
 
-from pizzamail.approvals.reading import reply_text
+from pizzamail.approvals.reading import reply_texts
 from pizzamail.approvals.words import (
     ALWAYS,
     APPROVE,
@@ -45,9 +46,14 @@ NOTHING_SAID = ("your reply has no words of your own to read as a decision (quot
 MIXED = ("your reply has only words of a decision, but they do not say one thing (a question mark or"
          " a trailing \"…\" counts as a doubt)")
 
+DISAGREE = ("the parts of your reply do not say the same thing (its plain-text and HTML versions, or"
+            " text hidden in it, would decide differently)")
+
 _APPROVAL_HEADER = re.compile(r"^\s*(\d+)\s*;\s*nonce=([A-Za-z0-9_-]+)\s*$")
 _FENCE = re.compile(r"```[a-zA-Z]*\n(.*?)\n?```", re.DOTALL)
-_LOOSE_BLOCK = re.compile(r"^[ \t]*(\{)", re.MULTILINE)
+#: a block starts a line, or follows a colon on it: a composer's plain part may run "use this:" and
+#: the block into one line
+_LOOSE_BLOCK = re.compile(r"(?:^|:)[ \t]*(\{)", re.MULTILINE)
 _DECODER = json.JSONDecoder()
 DECISION_WORDS = APPROVE | ALWAYS | DENY | RETRY | SKIP
 
@@ -110,8 +116,27 @@ def parse_message(raw: bytes) -> EmailMessage:
 
 
 def read_decision(msg: EmailMessage) -> Decision:
-    """The decision a reply mail makes: its own words (:mod:`reading`), its sender's name set aside."""
-    return decide(reply_text(msg), names=sender_names(msg))
+    """The decision a reply mail makes: its own words (:mod:`reading`), its sender's name set aside.
+
+    The words are read as the reply's HTML shows them; when another form of the same reply (its
+    plain-text part, or its HTML with hidden text shown) would not run the same thing, nothing runs:
+    which form a person saw cannot be known, and the forms of an honest reply agree."""
+    names = sender_names(msg)
+    shown, *others = reply_texts(msg)
+    decision = decide(shown, names=names)
+    if releases(decision) and any(_differs(decide(o, names=names), decision) for o in others):
+        return _unclear(DISAGREE)
+    return decision
+
+
+def releases(decision: Decision) -> bool:
+    """Whether ``decision`` lets the held call run."""
+    return decision.kind in ("approve", "approve_always", "retry") or (
+        decision.kind == "edit" and decision.arguments is not None)
+
+
+def _differs(one: Decision, other: Decision) -> bool:
+    return (one.kind, one.arguments) != (other.kind, other.arguments)
 
 
 def sender_names(msg: EmailMessage) -> tuple[str, ...]:
@@ -145,7 +170,7 @@ def decide(text: str, *, names: Iterable[str] = ()) -> Decision:
 
 def arguments_block(text: str) -> tuple[str | None, str]:
     """An arguments block the user sent back — fenced, or (as an HTML composer leaves it) a line
-    starting with ``{`` — and the text around it."""
+    starting with ``{`` or a ``{`` after a colon — and the text around it."""
     fenced = _FENCE.search(text)
     if fenced is not None:
         return fenced.group(1), text[:fenced.start()] + "\n" + text[fenced.end():]
@@ -184,7 +209,8 @@ def _edited(block: str, around: Words, text: str) -> Decision:
     if not around.only(APPROVE, EDIT):
         return Decision(kind="feedback", note=text)
     try:
-        value = json.loads(block, parse_constant=_no_constant)
+        value = json.loads(block, parse_constant=_no_constant, parse_float=_finite,
+                           object_pairs_hook=_unique_keys)
     except (ValueError, RecursionError) as exc:
         why = str(exc) if isinstance(exc, ValueError) else "nested too deeply"
         return Decision(kind="edit", error=f"the arguments block is not valid JSON ({why})")
@@ -195,3 +221,20 @@ def _edited(block: str, around: Words, text: str) -> Decision:
 
 def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a JSON value")
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"{text} is too large a number")
+    return value
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A key given twice could be read either way (a person reads the first, JSON parsers take the
+    last): the block must say one thing."""
+    found = dict(pairs)
+    if len(found) != len(pairs):
+        twice = next(k for i, (k, _) in enumerate(pairs) if any(k == o for o, _ in pairs[:i]))
+        raise ValueError(f"{twice!r} is given more than once")
+    return found

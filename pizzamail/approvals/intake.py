@@ -11,6 +11,7 @@ transaction; a decision that changes nothing gets a short reply in the same tran
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from dataclasses import dataclass
 from email.message import EmailMessage
@@ -18,7 +19,7 @@ from email.message import EmailMessage
 import aiosqlite
 
 from pizzamail.approvals.decide import Decision, parse_approval_header, read_decision, route
-from pizzamail.approvals.ledger import STATE_TEXT, Applied, action_by_id, apply_decision, find_action
+from pizzamail.approvals.ledger import STATE_TEXT, Applied, action_by_id, actions_named, apply_decision
 from pizzamail.approvals.outbox import sent_arguments, strip_for_relay
 from pizzamail.composer import Composer, MailContext
 from pizzamail.errors import SmtpRefusal
@@ -42,7 +43,14 @@ class Decided:
 
 
 async def routed_action(store: Store, msg: EmailMessage, recipients: list[str]) -> HeldAction | None:
-    return await find_action(store, route(msg, recipients))
+    """The one action a reply answers. A reply whose clues name two (it answers one request but is
+    addressed to another's nonce) is refused: which one its words are about cannot be known."""
+    named = await actions_named(store, route(msg, recipients))
+    if len(named) > 1:
+        ids = " and ".join(str(a.id) for a in named)
+        raise SmtpRefusal(550, "5.7.1", f"this reply names more than one approval request (actions {ids});"
+                          " nothing was decided. Reply to the request you mean, to its own address")
+    return named[0] if named else None
 
 
 async def draft_action(store: Store, msg: EmailMessage) -> HeldAction | None:
@@ -74,7 +82,8 @@ async def record_decision(
         raise SmtpRefusal(550, "5.7.1", f"<{by}> is not an approver; only {', '.join(sorted(approvers))}"
                           " may decide (config: [approvals] approvers)")
     message_id = parsed.message_id or f"{uuid.uuid4().hex}@{domain}"
-    decision = decision or read_decision(msg)
+    if decision is None:  # pure, but a long reply takes a while: off the event loop
+        decision = await asyncio.to_thread(read_decision, msg)
     digest = blobs.put(raw)
     async with store.write() as db:
         if await message_exists(db, message_id):  # a client retrying: decided once already

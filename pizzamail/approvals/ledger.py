@@ -65,17 +65,18 @@ async def action_by_id(db: aiosqlite.Connection, action_id: int) -> HeldAction |
     return HeldAction(**dict(row)) if row else None
 
 
-async def find_action(store: Store, found: Route) -> HeldAction | None:
-    """The action a reply names: by nonce, else by the request's Message-ID it answers.
+async def actions_named(store: Store, found: Route) -> list[HeldAction]:
+    """Every action the reply's clues name, each once, nonces first.
 
     A plain read: the decision is applied later by a guarded UPDATE, which sees the real state.
     """
     lookups = [("nonce", n) for n in found.nonces] + [("request_message_id", m) for m in found.message_ids]
+    named: dict[int, HeldAction] = {}
     for column, value in lookups:
         row = await store.fetchone(f"SELECT * FROM held_actions WHERE {column} = ?", (value,))
         if row is not None:
-            return HeldAction(**dict(row))
-    return None
+            named.setdefault(row["id"], HeldAction(**dict(row)))
+    return list(named.values())
 
 
 async def apply_decision(db: aiosqlite.Connection, action: HeldAction, decision: Decision, *,

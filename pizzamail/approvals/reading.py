@@ -1,47 +1,64 @@
 """Which words of a reply the user wrote themselves. Pure; no I/O.
 
-A reply's HTML alternative is read when it has one: it is the form the user composed in (RFC 2046
-puts the preferred alternative last), and the text/plain part an HTML composer adds may be missing
-or a flattened rendering (Thunderbird's turns an edited arguments block into loose lines). Plain
-text is read otherwise, format=flowed unwrapped.
+A reply is read as its HTML shows it when it has one: that is the form the user composed in (RFC
+2046 puts the preferred alternative last), and the text/plain part an HTML composer adds may be a
+flattened rendering. Plain text is read otherwise, format=flowed unwrapped. Every text part of the
+body counts (a client splits the text around an inline image); a file — an attachment, or any part
+with a file name — and an attached mail never do. The other forms of the same reply (its plain part,
+its HTML with hidden text shown) are read too: :func:`decide.read_decision` runs nothing they do not
+all decide.
 
 What is never the user's own words: quoted lines (``>``) and HTML ``<blockquote>`` at any depth, the
 quoted mail below an attribution ("On … wrote:") or Outlook's headers (found by
 ``mail-parser-reply``), a signature below the ``-- `` line (or in a client's signature element), and
-hidden markup (head, style, script). Signatures without that line stay: guessing where one starts
-could cut off "but not today".
+markup that is not shown (:mod:`markup`). Signatures without that line stay: guessing where one
+starts could cut off "but not today".
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from email.message import EmailMessage, MIMEPart
-from html.parser import HTMLParser
 
 from mailparser_reply import EmailReplyParser
+
+from pizzamail.approvals.markup import html_seen
 
 #: languages whose attribution lines and Outlook headers are recognised
 LANGUAGES = ("en", "de", "fr", "es")
 #: characters a composer writes for a plain space (no-break spaces) or nothing (zero-width)
 _SPACES = re.compile("[\u00a0\u2007\u202f]")
-_INVISIBLE = re.compile("[\u200b\u200c\u2060\ufeff]")
-_SKIPPED = frozenset({"blockquote", "head", "style", "script", "title", "template"})
-_VOID = frozenset({"br", "hr", "img", "meta", "link", "input", "wbr", "area", "base", "col", "source"})
-_BLOCK = frozenset({"p", "div", "br", "li", "tr", "pre", "table", "ul", "ol", "hr", "h1", "h2", "h3",
-                    "h4", "h5", "h6", "section", "article", "header", "footer", "dd", "dt"})
+#: (also direction marks and soft hyphens, which change no letter; the overrides and isolates that
+#: reorder what is shown are not removed, so they make a reply unclear)
+_INVISIBLE = re.compile("[\u200b\u200c\u2060\ufeff\u200e\u200f\u061c\u00ad\u034f]")
+#: the first line of Outlook's header block of the quoted mail, in the languages read
+_FROM = re.compile(r"^[>* ]*(?:from|von|de)[ *]*:", re.IGNORECASE)
+#: the end of an attribution line ("On … wrote:"), which a client may wrap onto two lines
+_ATTRIBUTION = re.compile(r"\b(?:wrote|schrieb|écrit|escribió)\b[\s\S]*:\s*$", re.IGNORECASE)
+#: MIME levels a reply's body may have (clients use three or four), and parts in all
+_DEEPEST, _MOST_PARTS = 24, 200
+
+
+def reply_texts(msg: EmailMessage) -> tuple[str, ...]:
+    """The user's own words in each form a reader may see them, quotes and signature removed: first
+    as the HTML shows them (the text when there is no HTML), then with what the HTML hides shown,
+    then as the plain-text alternative (its signature, when the HTML marks one, set aside). Each
+    distinct form once; a decision runs only when they all make it (:func:`decide.read_decision`)."""
+    try:
+        seen = _rendering(msg, prefer="html", hidden=False)
+        shown = _rendering(msg, prefer="html", hidden=True)
+        plain = _rendering(msg, prefer="plain", hidden=False)
+    except _Unreadable:
+        return ("",)
+    own = {text: own_words(text) for text in dict.fromkeys((seen.text, shown.text, plain.text))}
+    return tuple(dict.fromkeys([own[seen.text], own[shown.text],
+                                _without_signature(own[plain.text], seen.signatures)]))
 
 
 def reply_text(msg: EmailMessage) -> str:
-    """The text the user wrote in ``msg``, quotes and signature removed."""
-    part = _body_part(msg)
-    if part is None:
-        return ""
-    text = _content(part)
-    if part.get_content_subtype() == "html":
-        text = html_text(text)
-    elif str(part.get_param("format", "", header="content-type")).lower() == "flowed":
-        text = unflow(text, delsp=str(part.get_param("delsp", "", header="content-type")).lower() == "yes")
-    return own_words(text)
+    """The text the user wrote in ``msg`` as a reader of its HTML sees it (see :func:`reply_texts`)."""
+    return reply_texts(msg)[0]
 
 
 def unflow(text: str, *, delsp: bool = False) -> str:
@@ -63,14 +80,6 @@ def unflow(text: str, *, delsp: bool = False) -> str:
     return "\n".join(out)
 
 
-def html_text(markup: str) -> str:
-    """An HTML reply as the text a reader sees, without quoted parts and signature elements."""
-    reader = _HtmlReader()
-    reader.feed(markup)
-    reader.close()
-    return reader.text()
-
-
 def own_words(text: str) -> str:
     """The user's part of a plain-text reply (top- or bottom-posted)."""
     text = _INVISIBLE.sub("", _SPACES.sub(" ", text.replace("\r\n", "\n").replace("\r", "\n")))
@@ -81,78 +90,101 @@ def own_words(text: str) -> str:
         if not line.lstrip().startswith(">"):
             kept.append(line)
     parsed = EmailReplyParser(languages=list(LANGUAGES)).read("\n".join(kept))
+    found: list[str] = []
     for reply in parsed.replies:
-        if _quotes_below(str(reply.headers or "")):
-            return ""  # nothing of the user's own above the quoted mail
-        # full_body: without the attribution, but with what the library would call a signature
-        # ("Thanks, but change the recipient first" starts like one)
-        body = str(reply.full_body).strip()
-        if body:
-            return body
-    return ""
+        header = str(reply.headers or "").strip()
+        if _quotes_below(header):
+            break  # the quoted mail itself: nothing below it is the user's
+        if header and not _ATTRIBUTION.search(header):  # "To: Bob" / "Cc: Alice", typed by the user
+            found.append(header)
+        # below an "On … wrote:" line the ">" lines are gone: what is left the user wrote between
+        # them. full_body: with what the library would call a signature ("Thanks, but change the
+        # recipient first" starts like one)
+        found.append(str(reply.full_body).strip())
+    return "\n\n".join(f for f in found if f)
+
+
+def _without_signature(text: str, signatures: tuple[str, ...]) -> str:
+    """``text`` without its last lines when they are one of ``signatures`` (Outlook marks its
+    signature in the HTML part only; its plain part has it as more lines)."""
+    lines = text.split("\n")
+    wanted = {" ".join(s.split()) for s in signatures if s.strip()}
+    for start in range(len(lines) - 1, 0, -1):
+        if " ".join(" ".join(lines[start:]).split()) in wanted:
+            return "\n".join(lines[:start]).rstrip()
+    return text
 
 
 def _quotes_below(header: str) -> bool:
     """Whether the text below ``header`` is the quoted mail itself: Outlook's "From:/Sent:" block or
     its "Original Message" line quote without ``>``. (Below an "On … wrote:" line, the ``>`` lines
-    are gone already and what is left is the user's, written under the quote.)"""
-    return "\n" in header.strip() or "original message" in header.lower()
+    are gone already and what is left is the user's, written between the quotes.)"""
+    lines = header.split("\n")
+    return "original message" in header.lower() or (len(lines) > 1 and any(map(_FROM.match, lines)))
 
 
-class _HtmlReader(HTMLParser):
-    """Text as a browser lays it out: blocks on lines, spaces collapsed except in ``<pre>``."""
-
-    def __init__(self) -> None:
-        super().__init__(convert_charrefs=True)
-        self._parts: list[str] = []
-        self._skipping: list[str] = []  # the tag skipped, repeated once per nested open one
-        self._pre = 0
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        if tag in _VOID:
-            if tag in _BLOCK and not self._skipping:
-                self._parts.append("\n")
-            return
-        if self._skipping:
-            if tag == self._skipping[0]:
-                self._skipping.append(tag)
-            return
-        if tag in _SKIPPED or _is_signature(attrs):
-            self._skipping.append(tag)
-            return
-        self._pre += tag == "pre"
-        if tag in _BLOCK:
-            self._parts.append("\n")
-
-    def handle_endtag(self, tag: str) -> None:
-        if self._skipping:
-            if tag == self._skipping[0]:
-                self._skipping.pop()
-            return
-        if tag == "pre":
-            self._pre = max(0, self._pre - 1)
-        if tag in _BLOCK:
-            self._parts.append("\n")
-
-    def handle_data(self, data: str) -> None:
-        if not self._skipping:
-            self._parts.append(data if self._pre else re.sub(r"[ \t\r\n\f]+", " ", data))
-
-    def text(self) -> str:
-        lines = "".join(self._parts).split("\n")
-        return "\n".join(line.lstrip(" ") for line in lines).strip("\n")
+@dataclass(frozen=True, kw_only=True)
+class _Rendering:
+    text: str
+    signatures: tuple[str, ...] = ()
 
 
-def _is_signature(attrs: list[tuple[str, str | None]]) -> bool:
-    """Thunderbird's ``moz-signature``, Gmail's ``gmail_signature``, Outlook's ``id="Signature"``."""
-    return any(name in ("class", "id") and value and "signature" in value.lower() for name, value in attrs)
+class _Unreadable(Exception):
+    """A body nested deeper, or in more parts, than any reply a person writes: read as nothing
+    (never in part), in bounded time."""
 
 
-def _body_part(msg: EmailMessage) -> MIMEPart | None:
+def _rendering(msg: EmailMessage, *, prefer: str, hidden: bool) -> _Rendering:
+    """Every text part of the body in order (a client splits the text around an inline image),
+    each ``multipart/alternative`` read in its ``prefer`` form."""
+    read = [_part_text(part, hidden=hidden) for part in _text_parts(msg, prefer, 0, [0])]
+    return _Rendering(text="\n\n".join(r.text for r in read),
+                      signatures=tuple(s for r in read for s in r.signatures))
+
+
+def _part_text(part: MIMEPart, *, hidden: bool) -> _Rendering:
+    text = _content(part)
+    if part.get_content_subtype() == "html":
+        seen = html_seen(text, hidden=hidden)
+        return _Rendering(text=seen.text, signatures=seen.signatures)
+    if _param(part, "format") == "flowed":
+        return _Rendering(text=unflow(text, delsp=_param(part, "delsp") == "yes"))
+    return _Rendering(text=text)
+
+
+def _param(part: MIMEPart, name: str) -> str:
+    return str(part.get_param(name, "", header="content-type")).lower()
+
+
+def _text_parts(part: MIMEPart, prefer: str, depth: int, visited: list[int]) -> list[MIMEPart]:
+    """The parts a reader sees as the body: never a file (an attachment, or any part with a file
+    name, however it is shown), never an attached mail (``message/rfc822``). ``visited`` counts
+    the parts looked at."""
+    visited[0] += 1
+    if depth > _DEEPEST or visited[0] > _MOST_PARTS:
+        raise _Unreadable
+    if _is_file(part):
+        return []
+    maintype, subtype = part.get_content_maintype(), part.get_content_subtype()
+    if maintype == "text":
+        return [part] if subtype in ("plain", "html") else []
+    if maintype != "multipart" or not part.is_multipart():
+        return []
+    found = (_text_parts(child, prefer, depth + 1, visited) for child in part.iter_parts())
+    children = [parts for parts in found if parts]
+    if subtype == "alternative":  # RFC 2046: the last is the richest
+        preferred = [c for c in children if any(p.get_content_subtype() == prefer for p in c)]
+        children = (preferred or children)[-1:]
+    elif subtype == "related":  # the root, with what it shows inline
+        children = children[:1]
+    return [p for parts in children for p in parts]
+
+
+def _is_file(part: MIMEPart) -> bool:
     try:
-        return msg.get_body(preferencelist=("html", "plain"))
-    except (KeyError, ValueError, IndexError, TypeError, LookupError):
-        return None
+        return part.is_attachment() or part.get_filename() is not None
+    except (ValueError, TypeError, LookupError):
+        return True
 
 
 def _content(part: MIMEPart) -> str:

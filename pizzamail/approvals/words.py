@@ -43,28 +43,35 @@ CHANGE_OF_MIND = frozenset({"wait", "actually", "hold", "hmm", "hm", "scratch", 
                             "instead", "eigentlich", "doch", "warte", "attends", "espera"})
 COURTESY = frozenset({
     "thanks", "thank", "you", "thx", "ty", "tyvm", "please", "pls", "plz", "cheers", "best", "regards",
-    "kind", "many", "a", "lot", "so", "much", "hi", "hello", "hey", "dear", "thankyou",
+    "kind", "many", "a", "lot", "so", "much", "very", "hi", "hello", "hey", "dear", "thankyou",
     "it", "this", "that", "now", "just",  # filler: "just approve it"
     "danke", "bitte", "vielen", "dank", "schön", "grüße", "gruß", "viele", "liebe", "lg", "hallo",
     "merci", "beaucoup", "bonjour", "cordialement", "gracias", "por", "favor", "muchas", "saludos", "hola",
     "🙂", "😊", "🙏", "😀", "😃",
 })
 RETRY, SKIP = frozenset({"retry", "again"}), frozenset({"skip"})
-#: words that turn a reply around; never taken for the sender's name even if it has them
+#: words that turn a reply around or put a condition on it; never taken for the sender's name
+#: even if it has them
 _NEVER_A_NAME = frozenset({"not", "never", "don't", "dont", "cancel", "stop", "but", "if", "unless",
-                           "later", "nicht", "kein", "aber", "pas", "mais", "nunca", "pero"})
+                           "later", "nicht", "kein", "aber", "pas", "mais", "nunca", "pero",
+                           # conditions and times: "approve only", "yes after" …
+                           "only", "after", "before", "once", "when", "until", "till", "first", "except",
+                           "provided", "tomorrow", "today", "tonight", "wenn", "nur", "erst", "morgen",
+                           "heute", "sauf", "seulement", "demain", "solo", "cuando", "hasta", "mañana"})
 #: extra words that may stand around an edited arguments block ("use these instead:")
 EDIT = frozenset({"use", "this", "these", "here", "with", "edited", "edit", "edits", "changes", "changed",
                   "arguments", "args", "instead", "run", "send", "below", "the", "my", "like", "as",
                   "following", "is", "are", "version", "mit", "diesen", "avec", "con", "estos"})
 #: punctuation and markup that carries no meaning of its own in a short reply
-SOFT = frozenset(".,!:;-()\"'*_`~«»/\u2013\u2014\u201c\u201d\u2018\u2019")
+#: ("~" is not: "~~approve~~" is struck out)
+SOFT = frozenset(".,!:;-()\"'*_`«»/\u2013\u2014\u201c\u201d\u2018\u2019")
 QUESTION = frozenset("?¿")
 
 _TOKEN = re.compile("[^\\W\\d_]+(?:['\u2019][^\\W\\d_]+)*|\\d+|\\S")
 #: emoji modifiers (skin tone, variation selector, joiner) belong to the emoji before them
 _MODIFIERS = re.compile("[\U0001F3FB-\U0001F3FF\uFE0E\uFE0F\u200D]")
-_TRAILING_OFF = re.compile(r"\.\.\.|…")
+#: "ok…", "ok..", "ok . . .", and a face that is not a smile ("approve :(", "ok ;)")
+_DOUBT = re.compile(r"\.[ \t]?\.|[…‥⋯]|(?<![\w:/])[:;=]'?-?[(\[{/\\|]|(?<![\w:/]);-?[)\]D]")
 _DEVICE = re.compile(
     r"^(sent from( my)?|sent with|get outlook for|von meinem|gesendet von( meinem)?|envoyé de mon"
     r"|envoyé depuis( mon)?|enviado desde mi|inviato da( mio| dal mio)?)\b[\w .'-]{0,40}$", re.IGNORECASE)
@@ -93,7 +100,7 @@ class Words:
         odd = [s for s in signs if s not in SOFT and s not in APPROVE and s not in COURTESY]
         return cls(words=tuple(t for t in tokens if t[0].isalpha() or t in APPROVE or t in COURTESY),
                    names=_name_words(names), numbers=any(t[0].isdigit() for t in tokens),
-                   questioning=bool(odd) or bool(_TRAILING_OFF.search(text)))
+                   questioning=bool(odd) or bool(_DOUBT.search(text)))
 
     def only(self, *allowed: frozenset[str]) -> bool:
         """Every word is in one of ``allowed``, a courtesy or the sender's name; nothing questions."""

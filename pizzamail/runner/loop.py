@@ -109,7 +109,23 @@ async def drive(
             response = await provider.complete(transcript.messages(), specs)
         log.debug("model answered: %d tool calls, finish_reason %s", len(response.tool_calls),
                   response.finish_reason)
-        await _record(transcript, checkpoint, ModelStep(response=response))
+        await _record(transcript, checkpoint, ModelStep(response=_own_ids(response, transcript)))
+
+
+def _own_ids(response: Response, transcript: Transcript) -> Response:
+    """``response`` with call ids that no earlier call of the run has: some models and servers
+    number each answer's calls from the same id ("call_0"), and a call's result, its held action
+    and the decision on it are all found by id (a repeated one was taken as answered already)."""
+    seen = {c.id for s in transcript.steps if isinstance(s, ModelStep) for c in s.response.tool_calls}
+    calls: list[ToolCall] = []
+    for call in response.tool_calls:
+        unique, n = call.id, 1
+        while unique in seen:
+            n += 1
+            unique = f"{call.id}_{n}"
+        seen.add(unique)
+        calls.append(replace(call, id=unique))
+    return replace(response, tool_calls=calls)
 
 
 async def _summarise(

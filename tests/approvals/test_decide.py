@@ -86,3 +86,12 @@ def test_the_senders_name_is_set_aside_but_never_a_word_that_turns_the_reply_aro
     assert decide("approve\n\nAnna", names=[]).kind == "feedback"
     assert decide("approve never", names=["Never Land"]).kind == "feedback"
     assert decide("approve, wait", names=["Wait Smith"]).kind == "feedback"
+
+
+@pytest.mark.parametrize(("name", "words"), [
+    ("Anna Only", "approve only"), ("Will After", "approve after"), ("June First", "approve first"),
+    ("Ray Until", "ok until"), ("Al Tomorrow", "approve tomorrow"), ("Tom Wenn", "ja wenn"),
+    ("Bob Once", "yes once"), ("Hope Except", "approve except"), ("Max Erst", "ja erst morgen"),
+])
+def test_a_name_that_is_also_a_condition_or_a_time_is_read_as_one(name: str, words: str) -> None:
+    assert decide(words, names=[name]).kind == "feedback"

@@ -15,7 +15,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from pizzamail.approvals.decide import Decision, decide, parse_message, read_decision
-from pizzamail.approvals.reading import html_text, own_words
+from pizzamail.approvals.markup import html_text
+from pizzamail.approvals.reading import own_words
 
 APPROVALS = ["approve", "Approve", "yes", "Yes!", "ok", "OK", "okay", "lgtm", "go ahead", "sure",
              "approved", "ja", "oui", "sí", "👍", "approve always", "yes please", "Approve, thanks"]
@@ -113,3 +114,61 @@ def test_a_reply_of_only_quoted_text_decides_nothing(quoted: str) -> None:
     quote = "\n".join("> " + line for line in quoted.split("\n"))
     assert read_decision(_mail(quote)).kind == "unclear"
     assert read_decision(_mail(f"<blockquote>{html.escape(quoted)}</blockquote>", "html")).kind == "unclear"
+
+
+HIDING = ['style="display:none"', 'style="font-size: 0px"', "hidden", 'style="color:#FFFFFF"',
+          'style="visibility: hidden"', 'style="opacity:0"', 'style="mso-hide:all"']
+HIDDEN = st.one_of(st.sampled_from(APPROVALS + NEGATIONS + CONDITIONS), TEXT)
+
+
+def _html(own: str) -> str:
+    return "".join(f"<div>{html.escape(line) or '<br>'}</div>" for line in own.split("\n"))
+
+
+def _both(plain: str, markup: str) -> EmailMessage:
+    msg = EmailMessage(policy=SMTP)
+    msg["From"], msg["To"], msg["Subject"] = "Anna <me@pizzamail.localhost>", "bot@x.localhost", "Re: x"
+    msg.set_content(plain)
+    msg.add_alternative(markup, subtype="html")
+    return parse_message(msg.as_bytes())
+
+
+@given(OWN, st.sampled_from(HIDING), HIDDEN, st.booleans())
+def test_text_hidden_from_a_reader_never_makes_a_reply_run(
+    own: str, hiding: str, hidden: str, before: bool
+) -> None:
+    """Hidden text may stop an approval (the forms disagree), never make or change one."""
+    tucked = f"<span {hiding}>{html.escape(hidden)}</span>"
+    markup = tucked + _html(own) if before else _html(own) + tucked
+    decision = read_decision(_mail(markup, "html"))
+    if _runs(decision):
+        assert decision == read_decision(_mail(_html(own), "html"))
+
+
+@given(OWN, OWN)
+def test_a_reply_runs_only_what_its_plain_and_html_parts_both_say(plain: str, shown: str) -> None:
+    decision = read_decision(_both(plain, _html(shown)))
+    if _runs(decision):
+        for alone in (read_decision(_mail(plain)), read_decision(_mail(_html(shown), "html"))):
+            assert (alone.kind, alone.arguments) == (decision.kind, decision.arguments)
+
+
+@given(OWN, st.sampled_from(["s", "del", "strike"]))
+def test_struck_out_words_never_run(own: str, tag: str) -> None:
+    assert not _runs(read_decision(_mail(f"<{tag}>{_html(own)}</{tag}>", "html")))
+
+
+LOOKALIKES = {"a": "\u0430", "e": "\u0435", "o": "\u043e", "p": "\u0440", "c": "\u0441", "y": "\u0443",
+              "k": "\u043a", "s": "\u0455", "i": "\u0456", "O": "\u041e", "A": "\u0410", "K": "\u041a"}
+
+
+@given(st.sampled_from(APPROVALS), st.data())
+def test_a_lookalike_letter_never_approves(approval: str, data: st.DataObject) -> None:
+    """A Cyrillic letter that looks Latin makes another word: never an approval, never a crash."""
+    where = [i for i, letter in enumerate(approval) if letter in LOOKALIKES]
+    if not where:
+        return
+    i = data.draw(st.sampled_from(where))
+    forged = approval[:i] + LOOKALIKES[approval[i]] + approval[i + 1:]
+    assert not _runs(decide(forged))
+    assert not _runs(read_decision(_mail(forged)))
