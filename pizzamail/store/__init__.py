@@ -80,9 +80,14 @@ class Store:
             await asyncio.shield(db.commit())
 
     async def fetchall(self, sql: str, params: Iterable[Any] = ()) -> list[aiosqlite.Row]:
+        """All rows of one query, read to the end in one step of the reader's thread.
+
+        Not ``execute`` then ``fetchall``: a caller cancelled between the two left a statement
+        half-read, whose open read transaction kept the reader's next query in the past (a run
+        just claimed was "not there", and stayed ``running`` with nobody on it).
+        """
         assert self._reader is not None, "store is not open"
-        async with self._reader.execute(sql, tuple(params)) as cursor:
-            return list(await cursor.fetchall())
+        return list(await self._reader.execute_fetchall(sql, tuple(params)))
 
     async def fetchone(self, sql: str, params: Iterable[Any] = ()) -> aiosqlite.Row | None:
         rows = await self.fetchall(sql, params)
