@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,6 +16,27 @@ from tests.fakes.openai_server import FakeOpenAI
 def served(tmp_path: Path, fake_openai: FakeOpenAI) -> Iterator[Served]:
     home = tmp_path / "home"
     write_config(home, base_url=fake_openai.base_url)
+    server = Served(home=home, env=serve_env(home))
+    yield server
+    if server.proc is not None:
+        server.stop()
+
+
+LEDGER_SERVER = Path(__file__).parent / "servers" / "ledger.py"
+
+
+@pytest.fixture
+def ledger(tmp_path: Path) -> Path:
+    return tmp_path / "ledger.txt"
+
+
+@pytest.fixture
+def served_ledger(tmp_path: Path, fake_openai: FakeOpenAI, ledger: Path) -> Iterator[Served]:
+    home = tmp_path / "home"
+    write_config(home, base_url=fake_openai.base_url)
+    with (home / "config.toml").open("a") as config:
+        config.write(f'\n[mcp.servers.ledger]\nenabled = true\ncommand = "{sys.executable}"\n'
+                     f'args = ["{LEDGER_SERVER}"]\nenv = {{ LEDGER_FILE = "{ledger}" }}\n')
     server = Served(home=home, env=serve_env(home))
     yield server
     if server.proc is not None:

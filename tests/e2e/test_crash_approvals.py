@@ -1,0 +1,141 @@
+"""Approvals, crashed at exact moments (:mod:`tests.e2e.crash`): the Action copy of a request, the
+release of a decided call (before the tool, after it, after its result) and a call a standing rule
+released. Whatever the moment, a held action runs at most once, and only once it was approved."""
+
+from __future__ import annotations
+
+import imaplib
+import smtplib
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.crash import CRASHED
+from tests.e2e.harness import Served, task_mail
+from tests.e2e.test_approvals import _action_status, _lines, _reply, _request
+from tests.e2e.test_roundtrip import fetch_all
+from tests.fakes.openai_server import FakeOpenAI, text, tool_call
+
+#: the order of Maildir deliveries of a run that ends waiting: the task in INBOX, the request in
+#: INBOX, the request's copy in Action
+_ACTION_COPY = 3
+
+
+def _action_copies(served: Served) -> int:
+    with imaplib.IMAP4("127.0.0.1", served.imap) as imap:
+        imap.login("me", served.password)
+        _, data = imap.select("Action", readonly=True)
+        return int(data[0] or 0)
+
+
+def _delete_from_action(served: Served) -> None:
+    with imaplib.IMAP4("127.0.0.1", served.imap) as imap:
+        imap.login("me", served.password)
+        imap.select("Action")
+        imap.store("1:*", "+FLAGS", "(\\Deleted)")
+        imap.expunge()
+
+
+def test_an_action_copy_filed_but_unrecorded_before_a_crash_still_means_ignore_when_deleted(
+    served_ledger: Served, fake_openai: FakeOpenAI, ledger: object
+) -> None:
+    fake_openai.script([tool_call("ledger__pay", {"payee": "bob", "amount": 5}), text("Did not pay Bob.")])
+    served = served_ledger.start(crash_after=f"pizzamail.mailbox:Mailbox.deliver#{_ACTION_COPY}")
+    served.send(task_mail("Pay Bob 5"))
+    assert served.stop(None) == CRASHED
+
+    served.start()
+    assert _action_copies(served) == 1
+    _delete_from_action(served)
+    served.wait_for("run 1 done")
+    assert _action_status(served) == "ignored"
+    assert "ignored this request" in str(fake_openai.requests[-1].messages[-1]["content"])
+    assert _action_copies(served) == 0
+
+
+def _replies(served: Served) -> list[str]:
+    """The plain text of every bot mail in INBOX that is not an approval request."""
+    return [str(m.get_body(("plain",)).get_content())  # type: ignore[union-attr]
+            for _, m in fetch_all(served) if m["X-Pizzamail-Run"] and not m["X-Pizzamail-Approval"]]
+
+
+def _waiting(served: Served, fake_openai: FakeOpenAI, call: dict[str, object], answer: str,
+             *, tool: str = "ledger__pay") -> Served:
+    """A served run waiting for the approval of ``call``; the model then answers ``answer``."""
+    fake_openai.script([tool_call(tool, call), text(answer)])
+    served.start()
+    served.send(task_mail("Go ahead"))
+    served.wait_for("run 1 waiting")
+    return served
+
+
+def test_a_decision_committed_before_its_250_runs_once_and_its_retry_changes_nothing(
+    served_ledger: Served, fake_openai: FakeOpenAI, ledger: Path
+) -> None:
+    served = _waiting(served_ledger, fake_openai, {"payee": "bob", "amount": 5}, "Paid Bob 5.")
+    served.stop()
+    served.start(crash_after="pizzamail.intake.smtp:record_decision")
+    approval = _reply(_request(served), "approve")
+    with pytest.raises(smtplib.SMTPServerDisconnected):
+        served.send(approval)
+    assert served.stop(None) == CRASHED
+    assert _lines(ledger) == []
+
+    served.start()
+    served.wait_for("run 1 done")
+    served.send(approval)  # the client sends again what got no answer: the same Message-ID
+    assert _lines(ledger) == ["bob 5"]
+    [reply] = _replies(served)
+    assert "Paid Bob 5." in reply
+
+
+def test_a_crash_after_a_non_idempotent_call_asks_and_never_repeats_it(
+    served_ledger: Served, fake_openai: FakeOpenAI, ledger: Path
+) -> None:
+    served = _waiting(served_ledger, fake_openai, {"payee": "bob", "amount": 5}, "Paid Bob 5.")
+    served.stop()
+    served.start(crash_after="pizzamail.tools:Toolbox.call")
+    served.send(_reply(_request(served), "approve"))
+    assert served.stop(None) == CRASHED
+    assert _lines(ledger) == ["bob 5"]
+
+    served.start()
+    served.wait_for("run 1 waiting")
+    assert _action_status(served) == "unknown"
+    served.send(_reply(_request(served), "skip"))
+    served.wait_for("run 1 done")
+    assert _lines(ledger) == ["bob 5"]
+    assert len(_replies(served)) == 1
+
+
+def test_a_crash_after_an_idempotent_call_runs_it_again_and_finishes(
+    served_ledger: Served, fake_openai: FakeOpenAI, ledger: Path
+) -> None:
+    served = _waiting(served_ledger, fake_openai, {"amount": 50}, "Limit set.", tool="ledger__set_limit")
+    served.stop()
+    served.start(crash_after="pizzamail.tools:Toolbox.call")
+    served.send(_reply(_request(served), "approve"))
+    assert served.stop(None) == CRASHED
+
+    served.start()
+    served.wait_for("run 1 done")
+    assert _lines(ledger) == ["limit 50", "limit 50"]  # idempotent: a second call changes nothing
+    assert _action_status(served) == "done"
+    assert len(_replies(served)) == 1
+
+
+def test_a_crash_after_the_result_is_recorded_replies_once_without_calling_again(
+    served_ledger: Served, fake_openai: FakeOpenAI, ledger: Path
+) -> None:
+    served = _waiting(served_ledger, fake_openai, {"payee": "bob", "amount": 5}, "Paid Bob 5.")
+    served.stop()
+    served.start(crash_after="pizzamail.approvals.release:_record")
+    served.send(_reply(_request(served), "approve"))
+    assert served.stop(None) == CRASHED
+    assert _action_status(served) == "done"
+
+    served.start()
+    served.wait_for("run 1 done")
+    assert _lines(ledger) == ["bob 5"]
+    [reply] = [m for _, m in fetch_all(served) if m["X-Pizzamail-Decision"] and not m["X-Pizzamail-Approval"]]
+    assert "Paid Bob 5." in str(reply.get_body(("plain",)).get_content())  # type: ignore[union-attr]
