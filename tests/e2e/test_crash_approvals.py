@@ -139,3 +139,30 @@ def test_a_crash_after_the_result_is_recorded_replies_once_without_calling_again
     assert _lines(ledger) == ["bob 5"]
     [reply] = [m for _, m in fetch_all(served) if m["X-Pizzamail-Decision"] and not m["X-Pizzamail-Approval"]]
     assert "Paid Bob 5." in str(reply.get_body(("plain",)).get_content())  # type: ignore[union-attr]
+
+
+def test_a_call_a_standing_rule_released_is_not_repeated_after_a_crash_mid_call(
+    served_ledger: Served, fake_openai: FakeOpenAI, ledger: Path
+) -> None:
+    pay = {"payee": "bob", "amount": 5}
+    served = _waiting(served_ledger, fake_openai, pay, "Paid Bob 5.")
+    served.send(_reply(_request(served), "approve always"))
+    served.wait_for("run 1 done")
+    served.stop()
+    fake_openai.script([tool_call("ledger__pay", pay)], then=text("Done with Bob."))
+    served.start(crash_after="pizzamail.tools:Toolbox.call")
+    served.send(task_mail("Pay Bob 5 again"))  # the rule lets it run without asking
+    assert served.stop(None) == CRASHED
+    assert _lines(ledger) == ["bob 5", "bob 5"]
+
+    served.start()
+    served.wait_for("run 2 waiting")  # whether the payment happened is unknown: asked, not repeated
+    asked = _request(served)
+    assert "whether it happened is unknown" in str(asked.get_body(("plain",)).get_content())  # type: ignore[union-attr]
+    served.send(_reply(asked, "skip"))
+    served.wait_for("run 2 done")
+    assert _lines(ledger) == ["bob 5", "bob 5"]
+    final = [m for _, m in fetch_all(served) if m["X-Pizzamail-Run"] and "Done with Bob." in str(
+        m.get_body(("plain",)).get_content())]  # type: ignore[union-attr]
+    assert len(final) == 1
+    assert "approved-by-rule" in " ".join(final[0].get_all("X-Pizzamail-Decision") or [])
