@@ -21,6 +21,9 @@ from pizzamail.secrets import secret_store
 
 REPO = Path(__file__).resolve().parents[2]
 OWNER, BOT = "me@pizzamail.localhost", "bot@pizzamail.localhost"
+#: the secrets of the hooks the ``served_hook`` fixture configures
+SECRET = "hook-secret-for-e2e"
+WHSEC = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"  # the Standard Webhooks spec's example secret
 
 
 def write_config(home: Path, *, base_url: str | None) -> None:
