@@ -6,12 +6,20 @@ from __future__ import annotations
 
 import imaplib
 import smtplib
+import socket
+from collections.abc import Iterator
+from email import message_from_bytes
+from email.message import EmailMessage
+from email.policy import SMTP as SMTP_POLICY
+from email.utils import make_msgid
 from pathlib import Path
 
 import pytest
+from aiosmtpd.controller import Controller
+from aiosmtpd.smtp import Envelope
 
 from tests.e2e.crash import CRASHED
-from tests.e2e.harness import Served, task_mail
+from tests.e2e.harness import OWNER, Served, task_mail
 from tests.e2e.test_approvals import _action_status, _lines, _reply, _request
 from tests.e2e.test_roundtrip import fetch_all
 from tests.fakes.openai_server import FakeOpenAI, text, tool_call
@@ -166,3 +174,71 @@ def test_a_call_a_standing_rule_released_is_not_repeated_after_a_crash_mid_call(
         m.get_body(("plain",)).get_content())]  # type: ignore[union-attr]
     assert len(final) == 1
     assert "approved-by-rule" in " ".join(final[0].get_all("X-Pizzamail-Decision") or [])
+
+
+class _Relay:
+    """The outside world's SMTP relay: records every mail it is given."""
+
+    def __init__(self) -> None:
+        self.received: list[bytes] = []
+
+    async def handle_DATA(self, server: object, session: object, envelope: Envelope) -> str:
+        self.received.append(bytes(envelope.original_content or b""))
+        return "250 2.0.0 relayed"
+
+
+@pytest.fixture
+def relay() -> Iterator[tuple[_Relay, int]]:
+    with socket.socket() as probe:  # the Controller needs its port up front
+        probe.bind(("127.0.0.1", 0))
+        port = int(probe.getsockname()[1])
+    recorder = _Relay()
+    controller = Controller(recorder, hostname="127.0.0.1", port=port)
+    controller.start()
+    yield recorder, port
+    controller.stop()
+
+
+def _draft(served: Served) -> bytes:
+    with imaplib.IMAP4("127.0.0.1", served.imap) as imap:
+        imap.login("me", served.password)
+        imap.select("Drafts", readonly=True)
+        _, data = imap.fetch("1", "(BODY.PEEK[])")
+        return bytes(data[0][1])  # type: ignore[index]
+
+
+def _edited(draft: bytes) -> bytes:
+    """The draft as a mail client sends it once the user changed it: new text, a new Message-ID."""
+    msg = message_from_bytes(draft, policy=SMTP_POLICY)
+    assert isinstance(msg, EmailMessage)
+    msg.replace_header("Message-ID", make_msgid(domain="client.example"))
+    msg.set_content("One?\n")
+    return msg.as_bytes()
+
+
+def test_a_draft_relayed_just_before_a_crash_is_asked_about_not_sent_twice(
+    served: Served, fake_openai: FakeOpenAI, relay: tuple[_Relay, int]
+) -> None:
+    recorder, port = relay
+    with (served.home / "config.toml").open("a") as config:
+        config.write(f'\n[relay]\nhost = "127.0.0.1"\nport = {port}\nsecurity = "none"\n')
+    fake_openai.script([tool_call("draft_email", {"to": "alice@example.org", "subject": "Lunch",
+                                                  "body": "Noon?"}), text("Sent or not, done.")])
+    served.start()
+    served.send(task_mail("Ask Alice about lunch"))
+    served.wait_for("run 1 waiting")
+    draft = _draft(served)
+    served.stop()
+    served.start(crash_after="pizzamail.approvals.outbox:Outbox.send")
+    with smtplib.SMTP("127.0.0.1", served.smtp, timeout=10) as client:  # sending the draft approves it
+        client.login("me", served.password)
+        client.sendmail(OWNER, ["alice@example.org"], _edited(draft))
+    assert served.stop(None) == CRASHED
+    assert len(recorder.received) == 1 and b"One?" in recorder.received[0]
+
+    served.start()
+    served.wait_for("run 1 waiting")
+    assert _action_status(served) == "unknown"
+    served.send(_reply(_request(served), "skip"))
+    served.wait_for("run 1 done")
+    assert len(recorder.received) == 1
