@@ -29,10 +29,10 @@ from tests.fakes.openai_server import FakeOpenAI, text, tool_call
 _ACTION_COPY = 3
 
 
-def _action_copies(served: Served) -> int:
+def _count(served: Served, folder: str) -> int:
     with imaplib.IMAP4("127.0.0.1", served.imap) as imap:
         imap.login("me", served.password)
-        _, data = imap.select("Action", readonly=True)
+        _, data = imap.select(folder, readonly=True)
         return int(data[0] or 0)
 
 
@@ -53,12 +53,12 @@ def test_an_action_copy_filed_but_unrecorded_before_a_crash_still_means_ignore_w
     assert served.stop(None) == CRASHED
 
     served.start()
-    assert _action_copies(served) == 1
+    assert _count(served, "Action") == 1
     _delete_from_action(served)
     served.wait_for("run 1 done")
     assert _action_status(served) == "ignored"
     assert "ignored this request" in str(fake_openai.requests[-1].messages[-1]["content"])
-    assert _action_copies(served) == 0
+    assert _count(served, "Action") == 0
 
 
 def _replies(served: Served) -> list[str]:
@@ -242,3 +242,26 @@ def test_a_draft_relayed_just_before_a_crash_is_asked_about_not_sent_twice(
     served.send(_reply(_request(served), "skip"))
     served.wait_for("run 1 done")
     assert len(recorder.received) == 1
+
+
+@pytest.mark.parametrize("moment", [
+    "pizzamail.mailbox.maildir:write_atomic#3",  # the held draft's file is in Drafts, not indexed
+    "pizzamail.mailbox.maildir:write_atomic#4",  # the request's copy is in Action, not indexed
+])
+def test_a_draft_and_a_request_copy_cut_off_before_their_index_are_filed_once(
+    served: Served, fake_openai: FakeOpenAI, moment: str
+) -> None:
+    fake_openai.script([tool_call("draft_email", {"to": "alice@example.org", "subject": "Lunch",
+                                                  "body": "Noon?"}), text("Not sent, then.")])
+    served.start(crash_after=moment)
+    served.send(task_mail("Ask Alice about lunch"))
+    assert served.stop(None) == CRASHED
+
+    served.start()
+    assert (_count(served, "INBOX"), _count(served, "Drafts"), _count(served, "Action")) == (2, 1, 1)
+    _delete_from_action(served)  # the copy counts as delivered: deleting it ignores the draft
+    served.wait_for("run 1 done")
+    assert _action_status(served) == "ignored"
+    served.stop()
+    served.start()
+    assert (_count(served, "INBOX"), _count(served, "Drafts"), _count(served, "Action")) == (3, 1, 0)
