@@ -28,6 +28,9 @@ from tests.fakes.openai_server import FakeOpenAI, text, tool_call
 #: INBOX, the request's copy in Action
 _ACTION_COPY = 3
 
+#: several restarts of serve each, 10-20 s a test
+pytestmark = pytest.mark.slow
+
 
 def _count(served: Served, folder: str) -> int:
     with imaplib.IMAP4("127.0.0.1", served.imap) as imap:

@@ -15,6 +15,9 @@ from tests.e2e.harness import Served, task_mail
 from tests.e2e.test_roundtrip import fetch_all
 from tests.fakes.openai_server import FakeOpenAI, text
 
+#: several restarts of serve each, 10-20 s a test
+pytestmark = pytest.mark.slow
+
 
 def _roundtrip_once(served: Served) -> None:
     """One task and exactly one reply in INBOX, the store and the Maildir agreeing; then a quiet start."""

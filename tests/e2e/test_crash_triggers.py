@@ -63,6 +63,7 @@ def _fired(served: Served) -> list[tuple[str, int | None]]:
         return db.execute("SELECT status, run_id FROM occurrences").fetchall()
 
 
+@pytest.mark.slow  # three starts of serve
 @pytest.mark.parametrize("moment", [
     "pizzamail.triggers.schedules:post_task",  # the task is written, its transaction not committed
     "pizzamail.triggers.schedules:_fire",  # the occurrence and its task committed, nothing else done
