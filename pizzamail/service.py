@@ -108,6 +108,9 @@ class Service:
             store=store, mailbox=mailbox, blobs=blobs, config=self.config, secrets=self.secrets,
             filer=filer.run, composer=composer, tools=tools, workspaces=self.home.root / "workspaces",
         )
+        # before IMAP serves: a request copy a crash left unrecorded is recorded before the user
+        # can delete it (a deletion means "ignore" only for a copy known to have been delivered)
+        await runner.sync_approvals()
         scheduler = Scheduler(store=store, blobs=blobs, config=self.config, on_fired=runner.wake)
         self._poke_scheduler = scheduler.poke
         await scheduler.prepare()  # before the runner resumes interrupted runs

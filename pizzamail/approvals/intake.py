@@ -27,7 +27,7 @@ from pizzamail.intake.parse import ParsedMail, header_text
 from pizzamail.store import Store
 from pizzamail.store.actions import HeldAction
 from pizzamail.store.blobs import BlobStore
-from pizzamail.store.threads import NewMessage, add_message, log_event, message_exists
+from pizzamail.store.threads import NewMessage, add_message, log_event, message_direction
 
 #: how to answer an action that still waits (the reply was not read as a decision)
 STILL_HELD = ("Nothing was run. To run it, reply with `approve` on its own (a courtesy such as \"thanks\" and"
@@ -86,8 +86,11 @@ async def record_decision(
         decision = await asyncio.to_thread(read_decision, msg)
     digest = blobs.put(raw)
     async with store.write() as db:
-        if await message_exists(db, message_id):  # a client retrying: decided once already
+        seen = await message_direction(db, message_id)
+        if seen == "in":  # a client retrying: decided once already
             return Decided(thread_id=action.thread_id, applied=False, duplicate=True)
+        if seen is not None:  # our own draft's id, kept by a client that sent the draft: still new
+            message_id = f"{uuid.uuid4().hex}@{domain}"
         await add_message(db, action.thread_id, NewMessage(
             message_id=message_id, in_reply_to=parsed.in_reply_to, refs=parsed.references,
             direction="in", kind="decision", sender=by, subject=parsed.subject,

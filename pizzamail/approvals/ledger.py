@@ -247,9 +247,18 @@ async def matching_rule(store: Store, *, server: str, tool: str, arguments: str)
 
 
 async def record_release(db: aiosqlite.Connection, *, run_id: int, call_id: str, rule: Rule,
-                         arguments: str) -> None:
-    """A call ``rule`` lets run, recorded before it runs (a resumed run's second look changes nothing)."""
-    await db.execute(
+                         arguments: str) -> bool:
+    """A call ``rule`` lets run, recorded before it runs. False when it was recorded before: the
+    call was released once already, and a crash cut it off before its result was recorded."""
+    cursor = await db.execute(
         "INSERT OR IGNORE INTO rule_releases(run_id, call_id, rule_id, rule_action, server, tool, arguments,"
         " at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
         (run_id, call_id, rule.id, rule.action_id, rule.server, rule.tool, arguments, now()))
+    return cursor.rowcount == 1
+
+
+async def was_released(db: aiosqlite.Connection, run_id: int, call_id: str) -> bool:
+    """Whether a standing rule released this call before (it was then cut off by a crash)."""
+    async with db.execute("SELECT 1 FROM rule_releases WHERE run_id = ? AND call_id = ?",
+                          (run_id, call_id)) as cursor:
+        return await cursor.fetchone() is not None

@@ -138,6 +138,8 @@ async def sync_action_folder(store: Store, mailbox: Mailbox, blobs: BlobStore, *
     for action in actions:
         name = copy_name(action)
         if name in present:
+            if action.action_copy != name:  # delivered, then a crash came before it was recorded
+                await _record_copy(store, action, name)
             continue
         if action.action_copy == name and action.status == "held":
             ignored = await _ignore(store, action, owner) or ignored
@@ -170,5 +172,10 @@ async def _deliver_copy(store: Store, mailbox: Mailbox, blobs: BlobStore, *, fol
     folder = await mailbox.folder(folder_name)
     assert folder is not None
     await mailbox.deliver(folder, blobs.get(row["blob"]), base=name)
+    await _record_copy(store, action, name)
+
+
+async def _record_copy(store: Store, action: HeldAction, name: str) -> None:
+    """From now on, a copy missing from ``Action`` was deleted by the user."""
     async with store.write() as db:
         await db.execute("UPDATE held_actions SET action_copy = ? WHERE id = ?", (name, action.id))

@@ -15,6 +15,7 @@ from pizzamail.imap.search import Searcher
 from pizzamail.imap.searchkeys import uses_modseq
 from pizzamail.imap.session import Handler, Session, SessionEnd, State
 from pizzamail.imap.view import View, uid_set
+from pizzamail.mailbox import Folder
 
 
 def _writable(s: Session) -> View:
@@ -120,47 +121,57 @@ async def search(s: Session, cmd: Command) -> bytes:
     return cmd.name.encode() + b" completed"
 
 
-async def _copy(s: Session, cmd: Command) -> tuple[list[int], bytes]:
-    """Copy the named messages; returns the source UIDs and the COPYUID response code."""
+async def _target(s: Session, cmd: Command) -> tuple[list[int], Folder]:
+    """The UIDs a COPY or MOVE names, and its destination."""
     args = cmd.arg(Copy)
-    view = s.selected()
-    uids = view.resolve(args.messages, uid=cmd.uid)
+    uids = s.selected().resolve(args.messages, uid=cmd.uid)
     target = await s.mailbox.folder(args.mailbox)
     if target is None:
         raise ImapError(f"no folder named {args.mailbox}", code="TRYCREATE")
-    copied: list[int] = []
-    new: list[int] = []
+    return uids, target
+
+
+def _copyuid(target: Folder, pairs: list[tuple[int, int]]) -> bytes:
+    return b"[COPYUID %d %s %s] " % (target.uidvalidity, uid_set([old for old, _ in pairs]),
+                                     uid_set([new for _, new in pairs]))
+
+
+async def copy(s: Session, cmd: Command) -> bytes:
+    view = s.selected()
+    uids, target = await _target(s, cmd)
+    pairs: list[tuple[int, int]] = []
     for uid in uids:
         row = view.rows[uid]
         try:
             data = s.mailbox.read(view.folder, row)
         except FileNotFoundError:
             continue  # expunged by another session meanwhile
-        copied.append(uid)
-        new.append(await s.mailbox.deliver(target, data, flags=row.flags, internaldate=row.internaldate))
-    if not copied:
-        return [], b""
-    return copied, b"[COPYUID %d %s %s] " % (target.uidvalidity, uid_set(copied), uid_set(new))
-
-
-async def copy(s: Session, cmd: Command) -> bytes:
-    _, code = await _copy(s, cmd)
+        new = await s.mailbox.deliver(target, data, flags=row.flags, internaldate=row.internaldate)
+        pairs.append((uid, new))
+    code = _copyuid(target, pairs) if pairs else b""
     return code + cmd.name.encode() + b" completed"
 
 
 async def move(s: Session, cmd: Command) -> bytes:
     view = _writable(s)
-    copied, code = await _copy(s, cmd)
-    if code:
-        await s.conn.send(b"* OK " + code + b"Moved\r\n")
-    await _expunge(s, view, copied, in_passing=True)
+    uids, target = await _target(s, cmd)
+    pairs = await s.mailbox.move(view.folder, uids, target)
+    if pairs:
+        await s.conn.send(b"* OK " + _copyuid(target, pairs) + b"Moved\r\n")
+        view.note_gone([old for old, _ in pairs])
+    await _refreshed(s, view, in_passing=True)
     return cmd.name.encode() + b" completed"
 
 
-async def _expunge(s: Session, view: View, uids: list[int], *, in_passing: bool = False) -> None:
-    """Remove messages and announce it (RFC 6851 lets MOVE announce even by number)."""
+async def _expunge(s: Session, view: View, uids: list[int]) -> None:
+    """Remove messages and announce it."""
     if uids:
         view.note_gone(await s.mailbox.expunge(view.folder, uids))
+    await _refreshed(s, view)
+
+
+async def _refreshed(s: Session, view: View, *, in_passing: bool = False) -> None:
+    """Announce what changed, expunges included (RFC 6851 lets MOVE announce even by number)."""
     for line in await view.refresh(expunge_ok=True, in_passing=in_passing):
         await s.conn.send(line)
 

@@ -189,7 +189,8 @@ class IntakeHandler:
             composer=self.composer, sender=min(self.agents), domain=self.domain,
             decision=send_decision(self.blobs, raw, msg, outsiders),
         )
-        log.info("draft of action %d sent by the user: approved with their edits", action.id)
+        log.info("draft of action %d sent by the user: %s", action.id,
+                 "approved with their edits" if decided.applied else "no change")
         return Stored(thread_id=decided.thread_id, run_id=None, duplicate=decided.duplicate)
 
     def _may_send_draft(self, envelope: Envelope) -> bool:

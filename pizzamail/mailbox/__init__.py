@@ -151,21 +151,16 @@ class Mailbox:
         async with self.store.write() as db:
             for f, name in moves:
                 await db.execute("UPDATE folders SET name = ? WHERE id = ?", (name, f.id))
-            self._move_dirs([(self.path(f), self.path(name)) for f, name in moves])
+            self._rename_all([(self.path(f), self.path(name)) for f, name in moves])
         for f, _ in moves:
             self._changed(f.id)
 
-    def _move_dirs(self, moves: list[tuple[Path, Path]]) -> None:
-        """Rename directories, all or none (a failure undoes the ones done, and the caller's
-        transaction rolls back): the index and the Maildir never disagree about a name."""
-        done: list[tuple[Path, Path]] = []
+    def _rename_all(self, moves: list[tuple[Path, Path]]) -> None:
+        """Rename directories or files, all or none (the caller's transaction then rolls back): the
+        index and the Maildir never disagree about a name."""
         try:
-            for src, dst in moves:
-                os.rename(src, dst)
-                done.append((src, dst))
+            maildir.rename_all(moves)
         except OSError as exc:
-            for src, dst in reversed(done):
-                os.rename(dst, src)
             raise FolderError(f"the file system refused the rename: {exc.strerror}", code="CANNOT") from exc
 
     async def _check_names(self, names: list[str], *, moving: Collection[int] = ()) -> None:
@@ -376,20 +371,38 @@ class Mailbox:
             rows = await _locked_rows(db, folder.id, uids)
             if not rows:
                 return []
-            modseq = await _bump(db, folder.id)
-            for row in rows:
-                await db.execute(
-                    "DELETE FROM mail WHERE folder_id = ? AND uid = ?", (folder.id, row.uid)
-                )
-                await db.execute(
-                    "INSERT OR REPLACE INTO expunged(folder_id, uid, modseq) VALUES (?, ?, ?)",
-                    (folder.id, row.uid, modseq),
-                )
+            await _forget(db, folder.id, rows)
             for row in rows:
                 self.file_path(folder, row).unlink(missing_ok=True)
-        if rows:
-            self._changed(folder.id)
+        self._changed(folder.id)
         return [r.uid for r in rows]
+
+    async def move(self, source: Folder, uids: Iterable[int], target: Folder) -> list[tuple[int, int]]:
+        """Move messages by renaming their files, so that whenever a crash comes each is in one
+        folder or the other: never in neither, and never in both (after a copy and a crash, a
+        client sending its MOVE again would copy it twice). The index follows in the transaction
+        the renames happen in; a crash before its commit leaves files that the start-up
+        reconciliation indexes where they are. Returns (source UID, new UID) pairs."""
+        async with self.store.write() as db:
+            rows = await _locked_rows(db, source.id, uids)
+            if not rows:
+                return []
+            taken = set(maildir.scan(self.path(target)))
+            names = [row.name if row.name not in taken else _unique_base() for row in rows]
+            first, modseq = await _next_uids(db, target.id, len(rows))
+            await db.executemany(
+                "INSERT INTO mail(folder_id, uid, name, subdir, size, internaldate, flags, modseq)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                [(target.id, first + n, name, row.subdir, row.size, row.internaldate, _flags_text(row.flags),
+                  modseq) for n, (row, name) in enumerate(zip(rows, names, strict=True))],
+            )
+            await _forget(db, source.id, rows)
+            self._rename_all([(self.file_path(source, row), self.path(target) / row.subdir
+                                 / maildir.file_name(name, row.subdir, set(row.flags)))
+                                for row, name in zip(rows, names, strict=True)])
+        self._changed(source.id)
+        self._changed(target.id)
+        return [(row.uid, first + n) for n, row in enumerate(rows)]
 
     async def expunged_since(self, folder: Folder, modseq: int) -> list[int]:
         """UIDs expunged from ``folder`` with a modseq above ``modseq``, ascending (QRESYNC)."""
@@ -504,6 +517,15 @@ async def _bump(db: aiosqlite.Connection, folder_id: int) -> int:
         row = await cursor.fetchone()
     assert row is not None
     return int(row[0])
+
+
+async def _forget(db: aiosqlite.Connection, folder_id: int, rows: list[MailRow]) -> None:
+    """Drop index rows, remembering their UIDs as expunged (QRESYNC) under one new modseq."""
+    modseq = await _bump(db, folder_id)
+    for row in rows:
+        await db.execute("DELETE FROM mail WHERE folder_id = ? AND uid = ?", (folder_id, row.uid))
+        await db.execute("INSERT OR REPLACE INTO expunged(folder_id, uid, modseq) VALUES (?, ?, ?)",
+                         (folder_id, row.uid, modseq))
 
 
 async def _mark_filed(db: aiosqlite.Connection, message_ref: int) -> None:

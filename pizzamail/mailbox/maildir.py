@@ -96,6 +96,20 @@ def write_atomic(folder: Path, base: str, data: bytes, mtime: int, flags: set[st
     return subdir
 
 
+def rename_all(moves: list[tuple[Path, Path]]) -> None:
+    """Rename each (source, destination), all or none: a failure undoes the renames done, then
+    raises its OSError."""
+    done: list[tuple[Path, Path]] = []
+    try:
+        for src, dst in moves:
+            os.rename(src, dst)
+            done.append((src, dst))
+    except OSError:
+        for src, dst in reversed(done):
+            os.rename(dst, src)
+        raise
+
+
 def written(folder: Path, base: str, flags: set[str]) -> str | None:
     """The subdir where :func:`write_atomic` put ``base`` with ``flags``, if the file is there.
 

@@ -18,7 +18,13 @@ from pathlib import Path
 from typing import Any
 
 from pizzamail.approvals.expiry import expire_and_remind
-from pizzamail.approvals.ledger import action_for_call, decision_headers, matching_rule, record_release
+from pizzamail.approvals.ledger import (
+    action_for_call,
+    decision_headers,
+    matching_rule,
+    record_release,
+    was_released,
+)
 from pizzamail.approvals.outbox import DRAFTS_FOLDER, Outbox, draft_id, draft_message
 from pizzamail.approvals.release import Waiting, settle
 from pizzamail.approvals.request import request_mail, sync_action_folder
@@ -341,21 +347,27 @@ class Runner:
 
     async def _standing(self, run: Run, offered: Offered, call: ToolCall) -> bool:
         """Whether a standing rule lets ``call`` run; if one does, that is recorded first (the run's
-        mail then carries it as a decision)."""
+        mail then carries it as a decision).
+
+        A call released before a crash cut it off may have happened: like an approved call left
+        ``executing``, it runs again only if its tool is idempotent; otherwise it is held, and its
+        held action starts ``unknown`` (see :meth:`_checkpoint`): the user is asked."""
         arguments = canonical_json(dict(call.arguments))
         rule = await matching_rule(self.store, server=offered.source, tool=offered.original or offered.name,
                                    arguments=arguments)
         if rule is None:
             return False
         async with self.store.write() as db:
-            await record_release(db, run_id=run.id, call_id=call.id, rule=rule, arguments=arguments)
-        return True
+            first = await record_release(db, run_id=run.id, call_id=call.id, rule=rule, arguments=arguments)
+        if not first:
+            log.warning("run %d: the call %s a standing rule released was interrupted", run.id, call.id)
+        return first or offered.idempotent
 
     async def _waiting_for(self, run: Run, held: HeldStep) -> Waiting:
         action = await action_for_call(self.store, run.id, held.call_id)
         if action is None:
             raise RunError(f"the held call {held.call_id} has no held action in the store")
-        return Waiting(action=action, why="request")
+        return Waiting(action=action, why="unknown" if action.status == "unknown" else "request")
 
     async def _mail_context(self, run: Run, ctx: RunContext) -> MailContext:
         """Threading, plus an ``X-Pizzamail-Decision`` header per decision this run acted on."""
@@ -381,6 +393,7 @@ class Runner:
                     run_id=run.id, thread_id=run.thread_id, call_id=step.call_id, tool=step.name,
                     server=step.source, original=step.tool, arguments=step.arguments, reason=step.reason,
                     idempotent=_idempotent(toolbox, step.name),
+                    interrupted=await was_released(db, run.id, step.call_id),
                 ))
         self._not_alone(run.id)
 

@@ -42,6 +42,8 @@ class NewHeldAction:
     arguments: dict[str, Any]
     reason: str
     idempotent: bool = False
+    interrupted: bool = False
+    """held as ``unknown``: a call a standing rule released was cut off by a crash (it may have run)"""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -100,17 +102,18 @@ class HeldAction:
 
 
 async def hold_action(db: aiosqlite.Connection, action: NewHeldAction) -> bool:
-    """Record a held action (status ``held``) inside the caller's transaction.
+    """Record a held action (status ``held``, or ``unknown`` if interrupted) inside the caller's
+    transaction.
 
     Idempotent by (run, call): a second attempt changes nothing and returns False.
     """
     cursor = await db.execute(
         "INSERT OR IGNORE INTO held_actions(run_id, thread_id, call_id, tool, server, original,"
         " arguments, arguments_sha256, nonce, reason, status, created_at, idempotent)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'held', ?, ?)",
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (action.run_id, action.thread_id, action.call_id, action.tool, action.server, action.original,
          canonical_json(action.arguments), arguments_hash(action.arguments), secrets.token_urlsafe(24),
-         action.reason, now(), int(action.idempotent)),
+         action.reason, "unknown" if action.interrupted else "held", now(), int(action.idempotent)),
     )
     return cursor.rowcount == 1
 

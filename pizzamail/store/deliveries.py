@@ -12,14 +12,15 @@ from pizzamail.store import Store, now
 
 
 async def seen_before(store: Store, hook: str, delivery_id: str, digest: str) -> str | None:
-    """``"delivery"`` or ``"signature"`` when either was accepted before, else None (a read only: the
-    caller still records with :func:`remember`, which decides a race)."""
-    if delivery_id and await store.fetchone(
-            "SELECT 1 FROM deliveries WHERE hook = ? AND delivery_id = ?", (hook, delivery_id)):
-        return "delivery"
+    """``"signature"`` or ``"delivery"`` when either was accepted before, else None (a read only: the
+    caller still records with :func:`remember`, which decides a race). The signature is looked at
+    first: the same signature again is a replayed request, the same id newly signed a sender's retry."""
     if digest and await store.fetchone(
             "SELECT 1 FROM webhook_signatures WHERE hook = ? AND digest = ?", (hook, digest)):
         return "signature"
+    if delivery_id and await store.fetchone(
+            "SELECT 1 FROM deliveries WHERE hook = ? AND delivery_id = ?", (hook, delivery_id)):
+        return "delivery"
     return None
 
 
@@ -42,6 +43,14 @@ async def remember(db: aiosqlite.Connection, hook: str, delivery_id: str, digest
         if cursor.rowcount == 0:
             return "signature"
     return None
+
+
+async def earlier_run(store: Store, hook: str, delivery_id: str) -> tuple[int, int] | None:
+    """The run and thread that the delivery ``delivery_id`` started when it was received before."""
+    row = await store.fetchone(
+        "SELECT r.id, r.thread_id FROM deliveries d JOIN runs r ON r.id = d.run_id"
+        " WHERE d.hook = ? AND d.delivery_id = ?", (hook, delivery_id))
+    return (int(row[0]), int(row[1])) if row else None
 
 
 async def link_run(db: aiosqlite.Connection, hook: str, delivery_id: str, run_id: int) -> None:

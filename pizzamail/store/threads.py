@@ -108,6 +108,14 @@ async def thread_for_references(store: Store, message_ids: list[str]) -> int | N
     return None
 
 
+async def message_direction(db: aiosqlite.Connection, message_id: str) -> str | None:
+    """``in`` or ``out`` for a stored message with this Message-ID, else None (checked inside the
+    writing transaction, like :func:`message_exists`)."""
+    async with db.execute("SELECT direction FROM messages WHERE message_id = ?", (message_id,)) as cursor:
+        row = await cursor.fetchone()
+    return str(row[0]) if row else None
+
+
 async def message_exists(db: aiosqlite.Connection, message_id: str) -> bool:
     """Checked inside the writing transaction, so two retries cannot both insert."""
     async with db.execute("SELECT 1 FROM messages WHERE message_id = ?", (message_id,)) as cursor:

@@ -32,7 +32,7 @@ from pizzamail.guard import Gate, TokenBucket, Visitor
 from pizzamail.secrets import SecretStore
 from pizzamail.store import Store, now
 from pizzamail.store.blobs import BlobStore
-from pizzamail.store.deliveries import link_run, remember, seen_before
+from pizzamail.store.deliveries import earlier_run, link_run, remember, seen_before
 from pizzamail.triggers.hooks import read_payload, render_prompt
 from pizzamail.triggers.post import TriggerMail, post_task
 from pizzamail.triggers.signatures import WINDOW, Delivery, check
@@ -44,6 +44,14 @@ MAX_HEADER_BYTES = 16 * 1024
 #: what a replay refused as such says, by what gave it away
 _REPLAYED = {"delivery": "delivery {id!r} was received before",
              "signature": "this signature was used before: a replayed delivery is not run again"}
+
+
+@dataclass(frozen=True, kw_only=True)
+class Again:
+    """A delivery id received before (authenticated again): the run its first attempt started."""
+
+    run: int
+    thread: int
 
 
 @dataclass(kw_only=True)
@@ -60,16 +68,22 @@ class Hooks:
     async def receive(self, request: Request) -> JSONResponse:
         name = request.path_params["name"]
         try:
-            run_id, thread_id = await self._receive(name, request)
+            received = await self._receive(name, request)
         except HttpRefusal as exc:
             if exc.detail:
                 log.warning("hook %s: %s", name, exc.detail)
             await self._outcome(name, f"refused {exc.status}: {exc.detail or exc.message}")
             return JSONResponse(exc.http_body(), status_code=exc.status)
+        if isinstance(received, Again):
+            # a 2xx, or the sender would retry for days: its earlier attempt (perhaps cut off by a
+            # crash before the answer went out) made the one task this delivery makes
+            return JSONResponse({"ok": True, "already_received": True, "run": received.run,
+                                 "thread": received.thread}, status_code=200)
         self.on_stored()
+        run_id, thread_id = received
         return JSONResponse({"ok": True, "run": run_id, "thread": thread_id}, status_code=202)
 
-    async def _receive(self, name: str, request: Request) -> tuple[int, int]:
+    async def _receive(self, name: str, request: Request) -> tuple[int, int] | Again:
         if sum(len(k) + len(v) for k, v in request.scope["headers"]) > MAX_HEADER_BYTES:
             raise HttpRefusal(431, f"request headers larger than {MAX_HEADER_BYTES} bytes")
         settings = self.config.hooks.get(name)
@@ -77,7 +91,9 @@ class Hooks:
             raise HttpRefusal(404, f"no hook {name[:40]!r} (add [hooks.NAME] to config.toml)")
         body = await _body(request, settings.max_body)
         delivery = self._authenticate(name, settings, request, body)
-        await self._refuse_replay(name, delivery)  # before the rate limit: replays use up no tokens
+        # before the rate limit: replays use up no tokens
+        if (again := await self._replayed(name, delivery)) is not None:
+            return again
         if not self._buckets.setdefault(name, TokenBucket(rate=settings.rate)).take():
             raise HttpRefusal(429, f"more than {settings.rate} deliveries a minute")
         payload = read_payload(request.headers.get("content-type", ""), body)
@@ -91,10 +107,15 @@ class Hooks:
             raise HttpRefusal(401, f"hook {name!r} has no secret yet (`pizzamail keys set hook:{name}`)")
         return check(settings.auth, secret, request.headers, body)
 
-    async def _refuse_replay(self, name: str, delivery: Delivery) -> None:
+    async def _replayed(self, name: str, delivery: Delivery) -> Again | None:
+        """The earlier run of a delivery id received before (a retry, signed anew); a signature
+        seen before (a replayed request) is refused."""
         seen = await seen_before(self.store, name, delivery.id, delivery.digest)
+        if seen == "delivery" and (run := await earlier_run(self.store, name, delivery.id)) is not None:
+            return Again(run=run[0], thread=run[1])
         if seen:
             raise HttpRefusal(409, _REPLAYED[seen].format(id=delivery.id))
+        return None
 
     async def _record(
         self, name: str, settings: HookSettings, delivery: Delivery, text: str

@@ -129,6 +129,22 @@ async def test_sending_the_edited_draft_approves_and_relays_it_once(
     assert f"; sent-sha256={hashlib.sha256(data).hexdigest()}" in str(final["X-Pizzamail-Decision"])
     assert "at one instead" in fake_openai.requests[-1].messages[-1]["content"]
 
+async def test_a_draft_sent_under_its_own_message_id_is_relayed_once(
+    harness: Harness, fake_openai: FakeOpenAI, relay: Relay
+) -> None:
+    """A client may keep the draft's Message-ID when it sends the draft: that is the user's send
+    all the same, not a retry of a mail seen before (which would be dropped with a 250)."""
+    async with open_approvals(_with_relay(harness, relay)) as approvals:
+        run_id, _, draft = await _held_draft(approvals, fake_openai)
+        sent = draft.replace(b"Shall we meet at noon?", b"Shall we meet at one?")
+        await asyncio.to_thread(_sendmail, approvals, ["alice@example.org"], sent)
+        assert await approvals.finish(run_id) == "done"
+        with pytest.raises(smtplib.SMTPDataError) as again:  # the same send again relays nothing
+            await asyncio.to_thread(_sendmail, approvals, ["alice@example.org"], sent)
+        assert again.value.smtp_code == 550
+    [(_, rcpts, data)] = relay.received
+    assert rcpts == ["alice@example.org"] and b"at one?" in data
+
 async def test_approve_reply_sends_the_original_draft(
     harness: Harness, fake_openai: FakeOpenAI, relay: Relay
 ) -> None:

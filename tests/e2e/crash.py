@@ -1,14 +1,17 @@
-"""``python -m tests.e2e.crash MODULE:FUNCTION ARGS…`` runs ``pizzamail ARGS…``, except that the process
-dies the first time FUNCTION returns: ``os._exit``, like kill -9 no cleanup, no flush, no stop.
+"""``python -m tests.e2e.crash MODULE:NAME[#N] ARGS…`` runs ``pizzamail ARGS…``, except that the process
+dies the N-th time (by default the first) NAME returns: ``os._exit``, like kill -9 no cleanup, no
+flush, no stop.
 
-Tests use it to crash at one exact moment, with no timing involved, e.g. right after a Maildir file
-was renamed into place and before its index row is committed
-(``pizzamail.mailbox.maildir:write_atomic``).
+NAME is a function of MODULE or a method (``Class.method``); a coroutine function dies once its
+coroutine has finished, not when it was merely called. Tests use it to crash at one exact moment,
+with no timing involved, e.g. right after a Maildir file was renamed into place and before its index
+row is committed (``pizzamail.mailbox.maildir:write_atomic``).
 """
 
 from __future__ import annotations
 
 import importlib
+import inspect
 import os
 import sys
 from functools import wraps
@@ -19,17 +22,39 @@ CRASHED = 137
 
 
 def die_after(target: str) -> None:
-    """Replace ``MODULE:FUNCTION`` by a wrapper that ends the process once the original returned."""
-    module_name, _, name = target.partition(":")
-    module = importlib.import_module(module_name)
-    original = getattr(module, name)
+    """Replace ``MODULE:NAME[#N]`` by a wrapper that ends the process once the original returned
+    for the N-th time."""
+    where, _, nth = target.partition("#")
+    module_name, _, qualname = where.partition(":")
+    *path, name = qualname.split(".")
+    importlib.import_module("pizzamail.service")  # the order serve imports in (no import cycle)
+    owner: Any = importlib.import_module(module_name)
+    for part in path:
+        owner = getattr(owner, part)
+    function = getattr(owner, name)
+    left = [int(nth or 1)]
 
-    @wraps(original)
-    def dying(*args: Any, **kwargs: Any) -> Any:
-        original(*args, **kwargs)
-        os._exit(CRASHED)
+    def returned() -> None:
+        left[0] -= 1
+        if left[0] == 0:
+            os._exit(CRASHED)
 
-    setattr(module, name, dying)
+    if inspect.iscoroutinefunction(function):
+        @wraps(function)
+        async def dying_async(*args: Any, **kwargs: Any) -> Any:
+            result = await function(*args, **kwargs)
+            returned()
+            return result
+        dying: Any = dying_async
+    else:
+        @wraps(function)
+        def dying_sync(*args: Any, **kwargs: Any) -> Any:
+            result = function(*args, **kwargs)
+            returned()
+            return result
+        dying = dying_sync
+
+    setattr(owner, name, dying)
 
 
 if __name__ == "__main__":

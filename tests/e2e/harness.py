@@ -21,6 +21,9 @@ from pizzamail.secrets import secret_store
 
 REPO = Path(__file__).resolve().parents[2]
 OWNER, BOT = "me@pizzamail.localhost", "bot@pizzamail.localhost"
+#: the secrets of the hooks the ``served_hook`` fixture configures
+SECRET = "hook-secret-for-e2e"
+WHSEC = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"  # the Standard Webhooks spec's example secret
 
 
 def write_config(home: Path, *, base_url: str | None) -> None:
@@ -63,6 +66,18 @@ class Served:
         self.imaps = int(_match(r"or port (\d+) with SSL/TLS", text))
         self.http = int(_match(r"webhooks\s+http://\S+?:(\d+)/hooks/", text))
         return self
+
+    def crash(self, *args: str, crash_after: str, timeout: float = 30) -> int:
+        """Run ``pizzamail serve ARGS`` until it dies after ``crash_after`` returned, ready or not
+        (a crash during start-up never gets there); returns its exit status."""
+        self.output, self._lines = [], queue.Queue()
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "tests.e2e.crash", crash_after, "serve", *args], env=self.env,
+            text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        )
+        threading.Thread(target=self._pump, args=(self.proc, self._lines), daemon=True).start()
+        self.proc.wait(timeout=timeout)
+        return self.stop(None)
 
     @staticmethod
     def _pump(proc: subprocess.Popen[str], lines: queue.Queue[str | None]) -> None:

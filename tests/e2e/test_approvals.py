@@ -5,38 +5,15 @@ from __future__ import annotations
 
 import signal
 import sqlite3
-import sys
-from collections.abc import Iterator
 from email.message import EmailMessage
 from pathlib import Path
 
-import pytest
 from click.testing import CliRunner
 
 from pizzamail.cli import cli
-from tests.e2e.harness import Served, serve_env, task_mail, write_config
+from tests.e2e.harness import Served, task_mail
 from tests.e2e.test_roundtrip import fetch_all
 from tests.fakes.openai_server import FakeOpenAI, text, tool_call
-
-LEDGER_SERVER = Path(__file__).parent / "servers" / "ledger.py"
-
-
-@pytest.fixture
-def ledger(tmp_path: Path) -> Path:
-    return tmp_path / "ledger.txt"
-
-
-@pytest.fixture
-def served_ledger(tmp_path: Path, fake_openai: FakeOpenAI, ledger: Path) -> Iterator[Served]:
-    home = tmp_path / "home"
-    write_config(home, base_url=fake_openai.base_url)
-    with (home / "config.toml").open("a") as config:
-        config.write(f'\n[mcp.servers.ledger]\nenabled = true\ncommand = "{sys.executable}"\n'
-                     f'args = ["{LEDGER_SERVER}"]\nenv = {{ LEDGER_FILE = "{ledger}" }}\n')
-    server = Served(home=home, env=serve_env(home))
-    yield server
-    if server.proc is not None:
-        server.stop()
 
 
 def _request(served: Served) -> EmailMessage:

@@ -7,38 +7,14 @@ import asyncio
 import json
 import sqlite3
 import time
-from collections.abc import Iterator
 from email.message import EmailMessage
-from pathlib import Path
 
 import httpx
-import pytest
 
-from pizzamail.home import Home
-from pizzamail.secrets import secret_store
 from pizzamail.triggers.signatures import sign, sign_standard
-from tests.e2e.harness import Served, serve_env, task_mail, write_config
+from tests.e2e.harness import SECRET, WHSEC, Served, task_mail
 from tests.e2e.test_roundtrip import connect, fetch_all, idle_until_exists
 from tests.fakes.openai_server import FakeOpenAI, text, tool_call
-
-SECRET = "hook-secret-for-e2e"
-WHSEC = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"  # the Standard Webhooks spec's example secret
-
-
-@pytest.fixture
-def served_hook(tmp_path: Path, fake_openai: FakeOpenAI) -> Iterator[Served]:
-    home = tmp_path / "home"
-    write_config(home, base_url=fake_openai.base_url)
-    with (home / "config.toml").open("a") as config:
-        config.write('\n[hooks.deploys]\nprompt = "Deploy {{ payload.version }} finished: check it"\n'
-                     '[hooks.billing]\nauth = "standard"\n'
-                     'prompt = "{{ payload.type }}: {{ payload.data.id }}"\n')
-    secret_store(Home(root=home)).set("hook:deploys", SECRET)
-    secret_store(Home(root=home)).set("hook:billing", WHSEC)
-    server = Served(home=home, env=serve_env(home))
-    yield server
-    if server.proc is not None:
-        server.stop()
 
 
 def _post(served: Served, body: bytes, *, secret: str, delivery: str) -> httpx.Response:
@@ -120,7 +96,7 @@ async def test_a_standard_webhook_gets_a_reply_and_no_replay_runs_after_a_restar
     served.stop()
     served.start()
     again = await asyncio.to_thread(_post_standard, served, body, standard)
-    assert again.status_code == 409 and "received before" in again.json()["error"]
+    assert again.status_code == 409 and "signature was used before" in again.json()["error"]
     # today's scheme does not sign the delivery id: the signature is what may not come twice
     renamed = await asyncio.to_thread(_post_legacy, served, deploy, {**legacy, "X-Pizzamail-Delivery": "d2"})
     assert renamed.status_code == 409 and "signature was used before" in renamed.json()["error"]

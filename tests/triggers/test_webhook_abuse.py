@@ -187,7 +187,18 @@ async def test_a_replay_with_the_same_delivery_id_is_refused(site: Site) -> None
     headers = pizzamail_headers(BODY, "d1")
     assert "Crash on start" in await site.task_text(await site.post("gh", BODY, headers))
     again = await site.post("gh", BODY, headers)
-    assert again.status_code == 409 and "received before" in again.json()["error"]
+    assert again.status_code == 409 and "signature was used before" in again.json()["error"]
+    assert await site.threads() == 1
+
+
+async def test_a_retry_of_a_delivery_received_before_is_already_received(site: Site) -> None:
+    """The sender's retry (same id, signed anew) gets a 2xx, so it stops retrying, and starts nothing."""
+    first = await site.post("gh", BODY, pizzamail_headers(BODY, "d1"))
+    assert first.status_code == 202
+    retry = await site.post("gh", BODY, pizzamail_headers(BODY, "d1", at=int(time.time()) + 1))
+    assert retry.status_code == 200, retry.text
+    assert retry.json() == {"ok": True, "already_received": True, "run": first.json()["run"],
+                            "thread": first.json()["thread"]}
     assert await site.threads() == 1
 
 
@@ -201,13 +212,13 @@ async def test_a_replay_with_a_new_delivery_id_is_refused(site: Site) -> None:
     assert await site.threads() == 1
 
 
-async def test_a_standard_webhook_replayed_or_retried_is_refused(site: Site) -> None:
+async def test_a_standard_webhook_replayed_is_refused_and_retried_already_received(site: Site) -> None:
     headers = standard_headers(BODY, "msg_1")
     assert "Crash on start" in await site.task_text(await site.post("std", BODY, headers))
     assert (await site.post("std", BODY, headers)).status_code == 409
     retry = standard_headers(BODY, "msg_1", at=int(time.time()) + 1)  # the sender's retry: same id
     answer = await site.post("std", BODY, retry)
-    assert answer.status_code == 409 and "received before" in answer.json()["error"]
+    assert answer.status_code == 200 and answer.json()["already_received"] is True
     moved = {**headers, "webhook-id": "msg_2"}  # the id is signed: a new one breaks the signature
     assert (await site.post("std", BODY, moved)).status_code == 401
     assert await site.threads() == 1

@@ -1,6 +1,7 @@
-"""A tiny stdio MCP server whose one tool is not idempotent and leaves a line per call in
-``$LEDGER_FILE``, so a test can count how often an approved action really ran. A payee named
-``block`` never finishes: the test kills pizzamail in the middle of that call."""
+"""A tiny stdio MCP server whose tools leave a line per call in ``$LEDGER_FILE``, so a test can count
+how often an approved action really ran: ``pay`` is not idempotent, ``set_limit`` is (both ask for
+approval). A payee named ``block`` never finishes: the test kills pizzamail in the middle of that
+call."""
 
 from __future__ import annotations
 
@@ -21,6 +22,13 @@ async def pay(payee: str, amount: int) -> str:
     if payee == "block":
         await anyio.sleep_forever()
     return f"paid {amount} to {payee}"
+
+
+@mcp.tool(annotations=ToolAnnotations(destructive_hint=True, idempotent_hint=True, open_world_hint=True))
+async def set_limit(amount: int) -> str:
+    """Set the spending limit (setting it twice to the same amount changes nothing)."""
+    _record(f"limit {amount}\n")
+    return f"limit set to {amount}"
 
 
 def _record(line: str) -> None:
