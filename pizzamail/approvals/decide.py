@@ -36,7 +36,7 @@ from pizzamail.approvals.words import (
     Words,
     without_device_lines,
 )
-from pizzamail.intake.parse import header_text, message_ids, parse_bytes
+from pizzamail.intake.parse import header_text, message_ids
 
 Kind = Literal["approve", "approve_always", "deny", "edit", "feedback", "retry", "skip", "ignore",
                "send", "expire", "unclear"]
@@ -109,10 +109,6 @@ def route(msg: EmailMessage, recipients: list[str]) -> Route:
     # a reply is a new task, not a decision
     ids = message_ids(header_text(msg, "In-Reply-To"))
     return Route(nonces=tuple(dict.fromkeys(nonces)), message_ids=tuple(dict.fromkeys(ids)))
-
-
-def parse_message(raw: bytes) -> EmailMessage:
-    return parse_bytes(raw)
 
 
 def read_decision(msg: EmailMessage) -> Decision:

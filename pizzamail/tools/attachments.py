@@ -5,10 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from email.message import EmailMessage
-from email.parser import BytesHeaderParser
-from email.policy import default
 
-from pizzamail.intake.parse import header_text, parse_bytes, parse_mail
+from pizzamail.intake.parse import header_text, parse_bytes, parsed_mail
 
 #: types whose bytes are text even though they are not text/*
 _TEXTUAL = ("application/json", "application/xml", "application/csv", "application/x-yaml",
@@ -79,10 +77,10 @@ def attachment_text(attachment: Attachment, *, charset: str = "utf-8") -> str:
 
 def _mail_text(raw: bytes) -> str:
     """An attached mail as its main headers, text and the names of its own attachments."""
-    parsed = parse_mail(raw)
-    headers = BytesHeaderParser(policy=default).parsebytes(raw)
-    lines = [f"{name}: {header_text(headers, name)}" for name in ("From", "To", "Cc", "Date", "Subject")
-             if header_text(headers, name)]
+    msg = parse_bytes(raw)
+    parsed = parsed_mail(msg)
+    lines = [f"{name}: {header_text(msg, name)}" for name in ("From", "To", "Cc", "Date", "Subject")
+             if header_text(msg, name)]
     text = "\n".join([*lines, "", parsed.body or "(no text)"])
     if parsed.attachments:
         text += "\n\n[attachments: " + ", ".join(parsed.attachments) + "]"

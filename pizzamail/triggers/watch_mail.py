@@ -7,15 +7,12 @@ in it can ever count as a decision on an approval.
 
 from __future__ import annotations
 
-import email.policy
 import re
 from dataclasses import dataclass
-from email.message import EmailMessage
-from email.parser import BytesHeaderParser
 from pathlib import PurePosixPath
 from typing import Any
 
-from pizzamail.intake.parse import header_text, parse_mail
+from pizzamail.intake.parse import header_text, parse_bytes, parsed_mail
 from pizzamail.tools.attachments import attachments_of
 from pizzamail.triggers.hooks import TEMPLATES
 from pizzamail.triggers.post import AttachedFile
@@ -104,14 +101,13 @@ def mail_facts(raw: bytes, *, max_chars: int, carried: Carried | None = None) ->
     from ``carried``, attachments (the names the task carries them under, without the original),
     original (its name, empty when not attached), left_out (names), too_large and size."""
     carried = carried or Carried()
-    parsed = parse_mail(raw)
-    headers = BytesHeaderParser(policy=email.policy.default).parsebytes(raw)
-    assert isinstance(headers, EmailMessage)
+    msg = parse_bytes(raw)
+    parsed = parsed_mail(msg)
     text = parsed.body
     if len(text) > max_chars:
         text = text[:max_chars] + f"\n[... {len(parsed.body) - max_chars} more characters not shown]"
-    return {"from": header_text(headers, "From"), "to": header_text(headers, "To"), "subject": parsed.subject,
-            "date": header_text(headers, "Date"), "message_id": parsed.message_id or "", "text": text,
+    return {"from": header_text(msg, "From"), "to": header_text(msg, "To"), "subject": parsed.subject,
+            "date": header_text(msg, "Date"), "message_id": parsed.message_id or "", "text": text,
             "attachments": [f.filename for f in carried.files[1:]],
             "original": carried.files[0].filename if carried.files else "",
             "left_out": list(carried.left_out), "too_large": carried.too_large, "size": carried.size}

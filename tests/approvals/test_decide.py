@@ -7,8 +7,9 @@ from email.policy import SMTP
 
 import pytest
 
-from pizzamail.approvals.decide import decide, parse_approval_header, parse_message, plus_token, route
+from pizzamail.approvals.decide import decide, parse_approval_header, plus_token, route
 from pizzamail.approvals.reading import reply_text, unflow
+from pizzamail.intake.parse import parse_bytes
 
 
 @pytest.mark.parametrize(("words", "kind"), [
@@ -45,7 +46,7 @@ def _mail(body: str, *, subtype: str = "plain", **params: str) -> EmailMessage:
     msg.set_content(body, subtype=subtype)
     for key, value in params.items():
         msg.set_param(key, value)
-    return parse_message(msg.as_bytes())
+    return parse_bytes(msg.as_bytes())
 
 
 def test_routing_names_every_clue() -> None:

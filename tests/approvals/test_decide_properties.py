@@ -14,9 +14,10 @@ from email.policy import SMTP
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pizzamail.approvals.decide import Decision, decide, parse_message, read_decision
+from pizzamail.approvals.decide import Decision, decide, read_decision
 from pizzamail.approvals.markup import html_text
 from pizzamail.approvals.reading import own_words
+from pizzamail.intake.parse import parse_bytes
 
 APPROVALS = ["approve", "Approve", "yes", "Yes!", "ok", "OK", "okay", "lgtm", "go ahead", "sure",
              "approved", "ja", "oui", "sí", "👍", "approve always", "yes please", "Approve, thanks"]
@@ -46,7 +47,7 @@ def _mail(body: str, subtype: str = "plain") -> EmailMessage:
     msg = EmailMessage(policy=SMTP)
     msg["From"], msg["To"], msg["Subject"] = "Anna <me@pizzamail.localhost>", "bot@x.localhost", "Re: x"
     msg.set_content(body, subtype=subtype)
-    return parse_message(msg.as_bytes())
+    return parse_bytes(msg.as_bytes())
 
 
 @given(ANY_TEXT)
@@ -130,7 +131,7 @@ def _both(plain: str, markup: str) -> EmailMessage:
     msg["From"], msg["To"], msg["Subject"] = "Anna <me@pizzamail.localhost>", "bot@x.localhost", "Re: x"
     msg.set_content(plain)
     msg.add_alternative(markup, subtype="html")
-    return parse_message(msg.as_bytes())
+    return parse_bytes(msg.as_bytes())
 
 
 @given(OWN, st.sampled_from(HIDING), HIDDEN, st.booleans())

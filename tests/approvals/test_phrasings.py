@@ -14,7 +14,8 @@ from typing import Any
 
 import pytest
 
-from pizzamail.approvals.decide import Decision, parse_message, read_decision
+from pizzamail.approvals.decide import Decision, read_decision
+from pizzamail.intake.parse import parse_bytes
 
 QUOTE = ("\n\nOn Mon, 30 Nov 2026 at 10:00, Pizza Bot <bot@pizzamail.localhost> wrote:\n"
          "> I would like to run **delete_note** and am waiting for your approval.\n>\n"
@@ -243,7 +244,7 @@ def _mail(body: str, shape: str) -> EmailMessage:
         msg.set_content(body, subtype="html" if shape == "html" else "plain")
     if shape == "flowed":
         msg.set_param("format", "flowed")
-    return parse_message(msg.as_bytes())
+    return parse_bytes(msg.as_bytes())
 
 
 def _check(decision: Decision, kind: str, expected: Any) -> None:

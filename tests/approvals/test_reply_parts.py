@@ -8,7 +8,8 @@ from email.policy import SMTP
 
 import pytest
 
-from pizzamail.approvals.decide import DISAGREE, parse_message, read_decision
+from pizzamail.approvals.decide import DISAGREE, read_decision
+from pizzamail.intake.parse import parse_bytes
 from tests.mailcorpus import CASES, Case
 
 GIF = b"GIF89a\x01\x00\x01\x00\x00\x00\x00;"
@@ -29,7 +30,7 @@ def _both(plain: str, html: str) -> EmailMessage:
 
 
 def _kind(msg: EmailMessage) -> str:
-    return read_decision(parse_message(msg.as_bytes())).kind
+    return read_decision(parse_bytes(msg.as_bytes())).kind
 
 
 @pytest.mark.parametrize(("plain", "html", "kind"), [
@@ -40,7 +41,7 @@ def _kind(msg: EmailMessage) -> str:
     ('Use this: {"name": "c"}', '<p>Use this:</p><pre>{"name": "b"}</pre>', "unclear"),
 ])
 def test_a_plain_part_that_says_otherwise_stops_an_approval(plain: str, html: str, kind: str) -> None:
-    decision = read_decision(parse_message(_both(plain, html).as_bytes()))
+    decision = read_decision(parse_bytes(_both(plain, html).as_bytes()))
     assert decision.kind == kind
     if kind == "unclear":
         assert decision.error == DISAGREE
@@ -104,7 +105,7 @@ def test_a_body_nested_too_deep_decides_nothing() -> None:
         raw = (f'Content-Type: multipart/mixed; boundary="b{level}"\r\n\r\n--b{level}\r\n'.encode()
                + raw + f"\r\n--b{level}--\r\n".encode())
     head = b"From: Anna Meyer <me@pizzamail.localhost>\r\nSubject: Re: x\r\nMIME-Version: 1.0\r\n"
-    assert read_decision(parse_message(head + raw)).kind == "unclear"
+    assert read_decision(parse_bytes(head + raw)).kind == "unclear"
 
 
 GMAIL = _both(
@@ -178,6 +179,6 @@ def test_outlooks_signature_in_the_plain_part_alone_is_not_taken_for_more_words(
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
 def test_every_malformed_mail_is_read_as_a_reply_without_crashing(case: Case) -> None:
-    decision = read_decision(parse_message(case.data()))
+    decision = read_decision(parse_bytes(case.data()))
     assert decision.kind in {"approve", "approve_always", "deny", "edit", "feedback", "retry", "skip",
                              "unclear"}
