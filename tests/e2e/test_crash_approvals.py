@@ -80,6 +80,14 @@ def _waiting(served: Served, fake_openai: FakeOpenAI, call: dict[str, object], a
     return served
 
 
+def _approve_and_crash(served: Served, *, after: str) -> None:
+    """Restart ``served`` to crash right after ``after`` returns, approve its request, and see it crash."""
+    served.stop()
+    served.start(crash_after=after)
+    served.send(_reply(_request(served), "approve"))
+    assert served.stop(None) == CRASHED
+
+
 def test_a_decision_committed_before_its_250_runs_once_and_its_retry_changes_nothing(
     served_ledger: Served, fake_openai: FakeOpenAI, ledger: Path
 ) -> None:
@@ -104,10 +112,7 @@ def test_a_crash_after_a_non_idempotent_call_asks_and_never_repeats_it(
     served_ledger: Served, fake_openai: FakeOpenAI, ledger: Path
 ) -> None:
     served = _waiting(served_ledger, fake_openai, {"payee": "bob", "amount": 5}, "Paid Bob 5.")
-    served.stop()
-    served.start(crash_after="pizzamail.tools:Toolbox.call")
-    served.send(_reply(_request(served), "approve"))
-    assert served.stop(None) == CRASHED
+    _approve_and_crash(served, after="pizzamail.tools:Toolbox.call")
     assert _lines(ledger) == ["bob 5"]
 
     served.start()
@@ -123,10 +128,7 @@ def test_a_crash_after_an_idempotent_call_runs_it_again_and_finishes(
     served_ledger: Served, fake_openai: FakeOpenAI, ledger: Path
 ) -> None:
     served = _waiting(served_ledger, fake_openai, {"amount": 50}, "Limit set.", tool="ledger__set_limit")
-    served.stop()
-    served.start(crash_after="pizzamail.tools:Toolbox.call")
-    served.send(_reply(_request(served), "approve"))
-    assert served.stop(None) == CRASHED
+    _approve_and_crash(served, after="pizzamail.tools:Toolbox.call")
 
     served.start()
     served.wait_for("run 1 done")
@@ -139,10 +141,7 @@ def test_a_crash_after_the_result_is_recorded_replies_once_without_calling_again
     served_ledger: Served, fake_openai: FakeOpenAI, ledger: Path
 ) -> None:
     served = _waiting(served_ledger, fake_openai, {"payee": "bob", "amount": 5}, "Paid Bob 5.")
-    served.stop()
-    served.start(crash_after="pizzamail.approvals.release:_record")
-    served.send(_reply(_request(served), "approve"))
-    assert served.stop(None) == CRASHED
+    _approve_and_crash(served, after="pizzamail.approvals.release:_record")
     assert _action_status(served) == "done"
 
     served.start()
