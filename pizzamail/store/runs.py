@@ -156,6 +156,11 @@ async def has_queued(store: Store) -> bool:
     return await store.fetchone("SELECT 1 FROM runs WHERE status = 'queued' LIMIT 1") is not None
 
 
+async def count_queued(store: Store) -> int:
+    row = await store.fetchone("SELECT count(*) FROM runs WHERE status = 'queued'")
+    return int(row[0]) if row else 0
+
+
 async def release_runs(store: Store, run_ids: list[int]) -> None:
     """Runs interrupted by a clean shutdown go back to the queue without using up an attempt."""
     if not run_ids:

@@ -25,10 +25,10 @@ from pizzamail.config import ScheduleSettings, schedule_settings
 from pizzamail.errors import ConfigError
 from pizzamail.providers.types import ToolSpec
 from pizzamail.store import Store
+from pizzamail.store.schedules import NewSchedule, find_schedule, save_schedule
 from pizzamail.tools import ToolResult
-from pizzamail.triggers.cron import default_zone, next_after
+from pizzamail.triggers.cron import default_zone, next_after, to_text
 from pizzamail.triggers.phrases import when_to_cron
-from pizzamail.triggers.schedules import find_schedule, save_schedule
 from pizzamail.triggers.words import cron_in_words, local_time
 
 _ARGUMENTS = ("name", "when", "prompt", "tz", "catch_up")
@@ -97,8 +97,11 @@ class ScheduleTask:
         if isinstance(found, ToolResult):
             return found
         name = str(arguments["name"])
-        saved = await save_schedule(self.store, name, found, source="agent", at=self.clock(),
-                                    agent_tz=self.agent_tz, thread_id=self.thread_id)
+        tz = found.tz or default_zone(self.agent_tz)
+        saved = await save_schedule(self.store, NewSchedule(
+            name=name, cron=found.cron, tz=tz, prompt=found.prompt, catch_up=found.catch_up, source="agent",
+            enabled=found.enabled, next_due=to_text(next_after(found.cron, tz, self.clock())),
+            thread_id=self.thread_id))
         self.changed()
         next_due = local_time(saved.next_due, saved.tz)
         return ToolResult(text=f"scheduled {name}: next occurrence {next_due} (cron \"{saved.cron}\");"

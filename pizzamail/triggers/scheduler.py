@@ -2,8 +2,8 @@
 
 The clock is injectable (tests move time by hand, then :meth:`Scheduler.poke`). In-process changes
 (the schedule_task tool) poke it. Changes from another process (``pizzamail schedule add/rm``) are
-noticed within :data:`CHECK_EVERY` seconds: while it sleeps it reads ``PRAGMA data_version`` (a
-counter in shared memory that moves when any other connection commits; no table is read), and only
+noticed within :data:`CHECK_EVERY` seconds: while it sleeps it reads the store's data version (a
+counter that moves when any other connection commits; no table is read), and only
 when that moved does it look whether the earliest due time changed. The sleep is also capped at
 :data:`MAX_SLEEP` so a wall clock set forward (or a resumed laptop) is noticed soon after.
 """
@@ -19,6 +19,7 @@ from datetime import UTC, datetime
 from pizzamail.config import Config
 from pizzamail.store import Store
 from pizzamail.store.blobs import BlobStore
+from pizzamail.store.schedules import data_version, earliest_due
 from pizzamail.triggers.cron import from_text
 from pizzamail.triggers.schedules import Firing, fire_due, report_interrupted, sync_config
 
@@ -79,7 +80,7 @@ class Scheduler:
         return firings
 
     async def seconds_to_next(self) -> float:
-        self._planned = await self._earliest()
+        self._planned = await earliest_due(self.store)
         if self._planned is None:
             return MAX_SLEEP
         delay = (from_text(self._planned) - self.clock()).total_seconds()
@@ -89,19 +90,11 @@ class Scheduler:
         """Whether the earliest due time moved since the sleep was planned (cheap when nothing was
         committed). The store's reader never writes, so its data_version also moves on the service's
         own commits (every run step): the due time tells a schedule change from those."""
-        version = await self._data_version()
+        version = await data_version(self.store)
         if version == self._version:
             return False
         self._version = version
-        return await self._earliest() != self._planned
-
-    async def _data_version(self) -> int:
-        row = await self.store.fetchone("PRAGMA data_version")
-        return int(row[0]) if row is not None else 0
-
-    async def _earliest(self) -> str | None:
-        row = await self.store.fetchone("SELECT min(next_due) FROM schedules WHERE enabled = 1")
-        return None if row is None or row[0] is None else str(row[0])
+        return await earliest_due(self.store) != self._planned
 
     async def _loop(self) -> None:
         while True:
@@ -113,7 +106,7 @@ class Scheduler:
                 delay = 30.0
             self._poke.clear()
             try:
-                self._version = await self._data_version()  # before planning: no change slips between
+                self._version = await data_version(self.store)  # before planning: no change slips between
                 delay = max(delay, await self.seconds_to_next())
             except Exception:
                 log.exception("scheduler could not plan its sleep")

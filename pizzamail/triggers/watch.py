@@ -26,10 +26,11 @@ from pizzamail.config import Config, WatchSettings
 from pizzamail.secrets import SecretStore
 from pizzamail.store import Store
 from pizzamail.store.blobs import BlobStore
+from pizzamail.store.watches import Handled, list_watches, set_state
 from pizzamail.triggers.post import AttachedFile, TriggerMail
 from pizzamail.triggers.watch_imap import FolderStatus, ImapSession, WatchError
 from pizzamail.triggers.watch_mail import carried, mail_facts, render, task_subject
-from pizzamail.triggers.watch_state import Handled, begin, record, set_state
+from pizzamail.triggers.watch_state import begin, record
 from pizzamail.triggers.watch_wire import Fetched
 
 log = logging.getLogger("pizzamail.triggers")
@@ -263,14 +264,13 @@ async def probe(name: str, settings: WatchSettings, password: str, *, tls: ssl.S
 
 async def watch_rows(store: Store | None, config: Config) -> list[dict[str, Any]]:
     """Each configured watch for ``pizzamail triggers``: where, state, last time and outcome."""
-    saved: dict[str, dict[str, Any]] = {}
-    if store is not None:
-        saved = {r["name"]: dict(r) for r in await store.fetchall("SELECT * FROM watches")}
+    saved = {w.name: w for w in await list_watches(store)} if store is not None else {}
     rows = []
     for name, s in sorted(config.watches.items()):
-        row = saved.get(name, {})
-        state = (row.get("state") or "not started") if s.enabled else "disabled"
+        row = saved.get(name)
+        state = ((row and row.state) or "not started") if s.enabled else "disabled"
         rows.append({"kind": "watch", "name": name, "where": f"{s.user}@{s.host}:{s.port}/{s.folder}",
                      "host": s.host, "folder": s.folder, "read_only": s.read_only, "thread": s.thread,
-                     "state": state, "last_at": row.get("last_at"), "last_outcome": row.get("last_outcome")})
+                     "state": state, "last_at": row.last_at if row else None,
+                     "last_outcome": row.last_outcome if row else None})
     return rows

@@ -24,11 +24,12 @@ from pizzamail.mailbox.filing import Filer
 from pizzamail.store import Store
 from pizzamail.store.actions import held_actions
 from pizzamail.store.runs import get_run
+from pizzamail.store.schedules import list_schedules
 from pizzamail.store.threads import create_thread
 from pizzamail.tools import Explained, RunScope, ToolRegistry
 from pizzamail.tools.builtins import Builtins
 from pizzamail.tools.schedule import ScheduleTask
-from pizzamail.triggers.schedules import list_schedules, save_schedule
+from pizzamail.triggers.schedules import save_schedule
 from tests.fakes.openai_server import FakeOpenAI, text, tool_call
 from tests.runner.conftest import Harness, bot_mails, html, plain
 

@@ -15,12 +15,12 @@ from pizzamail.home import Home
 from pizzamail.store import Store
 from pizzamail.store.blobs import BlobStore
 from pizzamail.store.runs import add_step, get_run
+from pizzamail.store.schedules import list_schedules
 from pizzamail.store.threads import log_event, thread_messages
 from pizzamail.triggers.cron import machine_zone, next_after, to_text
 from pizzamail.triggers.scheduler import Scheduler
 from pizzamail.triggers.schedules import (
     fire_due,
-    list_schedules,
     report_interrupted,
     run_now,
     save_schedule,

@@ -29,11 +29,12 @@ from pizzamail.secrets import SecretStore, secret_store
 from pizzamail.service import Service
 from pizzamail.store import Store
 from pizzamail.store.blobs import BlobStore
+from pizzamail.store.watches import Handled
 from pizzamail.triggers.post import TriggerMail
 from pizzamail.triggers.watch import probe, retry_delay, watch_rows
 from pizzamail.triggers.watch_imap import WatchError
 from pizzamail.triggers.watch_mail import mail_facts, render
-from pizzamail.triggers.watch_state import Handled, record
+from pizzamail.triggers.watch_state import record
 from pizzamail.triggers.watch_wire import fetched_mail, folder_names, folder_status
 from tests.fakes.openai_server import FakeOpenAI, text
 from tests.imap.imaptools import ACCOUNTS
