@@ -8,7 +8,8 @@ Any failure closes the connection and retries with exponential backoff and jitte
 between tries. Problems are logged and recorded once per change, not per retry.
 
 Parts: :mod:`.watch_wire` (pure response parsing), :mod:`.watch_imap` (the typed IMAP session),
-:mod:`.watch_state` (the store), :mod:`.watch_mail` (the task text); this module runs them.
+:mod:`.watch_state` (what it remembers, through :mod:`pizzamail.store.watches`), :mod:`.watch_mail`
+(the task text); this module runs them.
 """
 
 from __future__ import annotations
