@@ -97,15 +97,19 @@ class ScheduleTask:
         if isinstance(found, ToolResult):
             return found
         name = str(arguments["name"])
-        tz = found.tz or default_zone(self.agent_tz)
-        saved = await save_schedule(self.store, NewSchedule(
-            name=name, cron=found.cron, tz=tz, prompt=found.prompt, catch_up=found.catch_up, source="agent",
-            enabled=found.enabled, next_due=to_text(next_after(found.cron, tz, self.clock())),
-            thread_id=self.thread_id))
+        saved = await save_schedule(self.store, self._new(name, found))
         self.changed()
         next_due = local_time(saved.next_due, saved.tz)
         return ToolResult(text=f"scheduled {name}: next occurrence {next_due} (cron \"{saved.cron}\");"
                                " each occurrence continues this thread")
+
+    def _new(self, name: str, settings: ScheduleSettings) -> NewSchedule:
+        """The schedule saved: source ``agent``, continuing the asking thread, due from now."""
+        tz = settings.tz or default_zone(self.agent_tz)
+        return NewSchedule(name=name, cron=settings.cron, tz=tz, prompt=settings.prompt,
+                           catch_up=settings.catch_up, source="agent", enabled=settings.enabled,
+                           next_due=to_text(next_after(settings.cron, tz, self.clock())),
+                           thread_id=self.thread_id)
 
     async def _settings(self, arguments: dict[str, Any]) -> ScheduleSettings | ToolResult:
         settings = _parsed(arguments)
