@@ -17,13 +17,13 @@ from pizzamail.errors import ConfigError
 
 
 def cron_check(value: str) -> str | None:
-    from pizzamail.triggers.cron import cron_problem  # croniter is imported only when used
+    from pizzamail.when.cron import cron_problem  # croniter is imported only when used
 
     return cron_problem(value)
 
 
 def when_check(value: str) -> str | None:
-    from pizzamail.triggers.phrases import when_to_cron
+    from pizzamail.when.phrases import when_to_cron
 
     return (when_to_cron(value).problem or None) if value else None
 
@@ -32,13 +32,13 @@ def template_check(value: str) -> str | None:
     """A prompt template (hooks, watches) that Jinja2 can read; empty means the default prompt."""
     if not value:
         return None
-    from pizzamail.triggers.hooks import template_problem  # jinja2 is imported only when used
+    from pizzamail.when.templates import template_problem  # jinja2 is imported only when used
 
     return template_problem(value)
 
 
 def tz_check(value: str) -> str | None:
-    from pizzamail.triggers.cron import tz_problem
+    from pizzamail.when.cron import tz_problem
 
     return tz_problem(value)
 
@@ -102,7 +102,7 @@ def schedule_settings(name: str, table: object) -> ScheduleSettings:
     if not settings.prompt.strip():
         raise ConfigError(f"{prefix}.prompt", settings.prompt, "the task text (not empty)")
     if settings.when:
-        from pizzamail.triggers.phrases import when_to_cron
+        from pizzamail.when.phrases import when_to_cron
 
         return replace(settings, cron=when_to_cron(settings.when).cron)
     return settings

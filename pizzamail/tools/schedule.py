@@ -26,10 +26,10 @@ from pizzamail.errors import ConfigError
 from pizzamail.providers.types import ToolSpec
 from pizzamail.store import Store
 from pizzamail.tools import ToolResult
-from pizzamail.triggers.cron import default_zone, next_after
-from pizzamail.triggers.phrases import when_to_cron
 from pizzamail.triggers.schedules import find_schedule, save_schedule
-from pizzamail.triggers.words import cron_in_words, local_time
+from pizzamail.when.cron import default_zone, next_after
+from pizzamail.when.phrases import when_to_cron
+from pizzamail.when.words import cron_in_words, local_time
 
 _ARGUMENTS = ("name", "when", "prompt", "tz", "catch_up")
 _SOURCES = {"config": "in config.toml", "cli": "added with `pizzamail schedule add`",

@@ -19,8 +19,8 @@ from datetime import UTC, datetime
 from pizzamail.config import Config
 from pizzamail.store import Store
 from pizzamail.store.blobs import BlobStore
-from pizzamail.triggers.cron import from_text
 from pizzamail.triggers.schedules import Firing, fire_due, report_interrupted, sync_config
+from pizzamail.when.cron import from_text
 
 log = logging.getLogger("pizzamail.triggers")
 

@@ -24,8 +24,8 @@ from pizzamail.config import Config, ScheduleSettings
 from pizzamail.store import Store, now
 from pizzamail.store.blobs import BlobStore
 from pizzamail.store.threads import log_event
-from pizzamail.triggers.cron import GRACE_SECONDS, default_zone, from_text, next_after, to_text
 from pizzamail.triggers.post import Posted, TriggerMail, post_notice, post_task
+from pizzamail.when.cron import GRACE_SECONDS, default_zone, from_text, next_after, to_text
 
 
 @dataclass(frozen=True, kw_only=True)
