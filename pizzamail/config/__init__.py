@@ -1,7 +1,8 @@
 """Typed settings read from ``config.toml``; the one place that validates and explains them.
 
-Each section is a keyword-only dataclass whose fields carry their default and a description. A wrong
-value raises :class:`ConfigError` naming the key, the value and what is allowed. Secrets never live
+Each section is a frozen keyword-only pydantic dataclass whose fields carry their default and a
+description; unknown keys are refused (``extra="forbid"``) and types are strict. A wrong value raises
+:class:`ConfigError` naming the key, the value and what is allowed (:mod:`.explain`). Secrets never live
 here: a provider names the keyring entry that holds its key.
 """
 
@@ -120,20 +121,9 @@ class Config:
         return None
 
 
-
 def parse_config(data: dict[str, Any]) -> Config:
     """Build a validated :class:`Config` from parsed TOML."""
-    config = validate(Config, _with_builtin_providers(data))
-    config = replace(
-        config, mcp=replace(config.mcp, servers={name: _check_mcp_server(name, server)
-                                                  for name, server in config.mcp.servers.items()}),
-        schedules={name: finish_schedule(name, _named("schedules", name, s))
-                   for name, s in config.schedules.items()},
-        hooks={name: _named("hooks", name, s) for name, s in config.hooks.items()},
-        senders={name: _named("senders", name, s, SENDER_REQUIRED) for name, s in config.senders.items()},
-        watches={name: finish_watch(name, _named("watches", name, s, WATCH_REQUIRED))
-                 for name, s in config.watches.items()},
-    )
+    config = _named_sections(validate(Config, _with_builtin_providers(data)))
     relay = config.relay
     if relay.security == "none" and relay.host and relay.host not in ("127.0.0.1", "::1", "localhost"):
         raise ConfigError("relay.security", "none", "starttls or ssl for a relay beyond loopback")
@@ -141,6 +131,20 @@ def parse_config(data: dict[str, Any]) -> Config:
         raise ConfigError("agent.address", config.agent.address, "an address other than yours")
     _check_senders(config)
     return config
+
+
+def _named_sections(config: Config) -> Config:
+    """The rules of each ``[KIND.NAME]`` section beyond its keys' types; ``when`` becomes ``cron``."""
+    servers = {name: _check_mcp_server(name, server) for name, server in config.mcp.servers.items()}
+    return replace(
+        config, mcp=replace(config.mcp, servers=servers),
+        schedules={name: finish_schedule(name, _named("schedules", name, s))
+                   for name, s in config.schedules.items()},
+        hooks={name: _named("hooks", name, s) for name, s in config.hooks.items()},
+        senders={name: _named("senders", name, s, SENDER_REQUIRED) for name, s in config.senders.items()},
+        watches={name: finish_watch(name, _named("watches", name, s, WATCH_REQUIRED))
+                 for name, s in config.watches.items()},
+    )
 
 
 S = TypeVar("S")
