@@ -37,8 +37,10 @@ def serve(app: App, demo_data: bool, verbose: bool) -> None:
     """Run the SMTP and IMAP servers and the agent runner until Ctrl-C."""
     for item in app.initialise():
         click.echo(f"created {item}")
+    from pizzamail.providers.registry import check_kinds
     from pizzamail.service import Service
 
+    check_kinds(app.config)
     setup_logging(app.home.logs, verbose=verbose)
     _warn_no_keyring(app)
     service = Service(home=app.home, config=app.config, secrets=app.secrets,

@@ -21,7 +21,7 @@ from pizzamail.triggers.post import Posted
 from pizzamail.triggers.scheduler import utcnow
 from pizzamail.triggers.schedules import run_now, save_schedule
 from pizzamail.triggers.watch import watch_rows
-from pizzamail.triggers.words import cron_in_words, local_time, when_in_words
+from pizzamail.when.words import cron_in_words, local_time, when_in_words
 
 
 @click.group()

@@ -1,7 +1,8 @@
 """From ``[agent] model = "NAME:MODEL"`` to a ready :class:`Provider`.
 
 Provider *kinds* (wire formats) register in :data:`KINDS` through :func:`register_kind`; the
-built-in ``openai``, ``anthropic`` and ``bedrock`` kinds register exactly as a third-party one would.
+built-in ``openai``, ``anthropic``, ``bedrock`` and ``local`` kinds register exactly as a third-party
+one would, and :func:`check_kinds` holds config.toml's kinds against them.
 A *name* is a ``[providers.NAME]`` section of config.toml that picks a kind, an endpoint and where its
 key is kept (``openai``, ``anthropic``, ``bedrock``, ``ollama`` and ``local`` work without a section).
 
@@ -19,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from pizzamail.config import Config, ProviderSettings
-from pizzamail.errors import ProviderNotConfigured, SecretMissing
+from pizzamail.errors import ConfigError, ProviderNotConfigured, SecretMissing
 from pizzamail.providers import bedrock, local
 from pizzamail.providers.anthropic import AnthropicProvider
 from pizzamail.providers.openai import OpenAIProvider, Sleep
@@ -82,6 +83,15 @@ register_kind("openai", _openai)
 register_kind("anthropic", _anthropic)
 register_kind("bedrock", _bedrock)
 register_kind("local", _local)
+
+
+def check_kinds(config: Config) -> None:
+    """Every ``[providers.NAME] kind`` is one registered here. Config takes any kind (it sits below
+    the providers and cannot know them), so ``serve``, ``doctor`` and ``models`` ask here."""
+    for name, settings in config.providers.items():
+        if settings.kind not in KINDS:
+            raise ConfigError(f"providers.{name}.kind", settings.kind,
+                              "a kind this pizzamail knows: " + ", ".join(sorted(KINDS)))
 
 
 def select_provider(config: Config, secrets: SecretStore, *, sleep: Sleep = asyncio.sleep,

@@ -27,9 +27,9 @@ from pizzamail.providers.types import ToolSpec
 from pizzamail.store import Store
 from pizzamail.store.schedules import NewSchedule, find_schedule, save_schedule
 from pizzamail.tools import ToolResult
-from pizzamail.triggers.cron import default_zone, next_after, to_text
-from pizzamail.triggers.phrases import when_to_cron
-from pizzamail.triggers.words import cron_in_words, local_time
+from pizzamail.when.cron import default_zone, next_after, to_text
+from pizzamail.when.phrases import when_to_cron
+from pizzamail.when.words import cron_in_words, local_time
 
 _ARGUMENTS = ("name", "when", "prompt", "tz", "catch_up")
 _SOURCES = {"config": "in config.toml", "cli": "added with `pizzamail schedule add`",

@@ -20,8 +20,8 @@ from pizzamail.config import Config
 from pizzamail.store import Store
 from pizzamail.store.blobs import BlobStore
 from pizzamail.store.schedules import data_version, earliest_due
-from pizzamail.triggers.cron import from_text
 from pizzamail.triggers.schedules import Firing, fire_due, report_interrupted, sync_config
+from pizzamail.when.cron import from_text
 
 log = logging.getLogger("pizzamail.triggers")
 

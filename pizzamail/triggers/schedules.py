@@ -37,8 +37,8 @@ from pizzamail.store.schedules import (
 )
 from pizzamail.store.schedules import save_schedule as save_new
 from pizzamail.store.threads import log_event
-from pizzamail.triggers.cron import GRACE_SECONDS, default_zone, from_text, next_after, to_text
 from pizzamail.triggers.post import Posted, TriggerMail, post_notice, post_task
+from pizzamail.when.cron import GRACE_SECONDS, default_zone, from_text, next_after, to_text
 
 
 async def save_schedule(

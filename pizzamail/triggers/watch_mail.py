@@ -14,9 +14,9 @@ from typing import Any
 
 from pizzamail.intake.parse import header_text, parse_bytes, parsed_mail
 from pizzamail.tools.attachments import attachments_of
-from pizzamail.triggers.hooks import TEMPLATES
 from pizzamail.triggers.post import AttachedFile
 from pizzamail.triggers.watch_wire import Fetched
+from pizzamail.when.templates import TEMPLATES
 
 #: longest subject kept in the task's own subject line
 MAX_SUBJECT = 200

@@ -17,7 +17,6 @@ from pizzamail.store.blobs import BlobStore
 from pizzamail.store.runs import add_step, get_run
 from pizzamail.store.schedules import list_schedules
 from pizzamail.store.threads import log_event, thread_messages
-from pizzamail.triggers.cron import machine_zone, next_after, to_text
 from pizzamail.triggers.scheduler import Scheduler
 from pizzamail.triggers.schedules import (
     fire_due,
@@ -26,6 +25,7 @@ from pizzamail.triggers.schedules import (
     save_schedule,
     sync_config,
 )
+from pizzamail.when.cron import machine_zone, next_after, to_text
 
 T0 = datetime(2025, 1, 6, 7, 0, tzinfo=UTC)  # a Monday
 CONFIG = Config()
