@@ -23,7 +23,7 @@ from pizzamail.approvals.ledger import STATE_TEXT, Applied, action_by_id, action
 from pizzamail.approvals.outbox import sent_arguments, strip_for_relay
 from pizzamail.composer import Composer, MailContext
 from pizzamail.errors import SmtpRefusal
-from pizzamail.intake.parse import ParsedMail, header_text
+from pizzamail.mail.parse import ParsedMail, header_text
 from pizzamail.store import Store
 from pizzamail.store.actions import HeldAction
 from pizzamail.store.blobs import BlobStore

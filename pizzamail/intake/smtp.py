@@ -28,8 +28,8 @@ from pizzamail.auth import Accounts, Login
 from pizzamail.composer import Composer
 from pizzamail.errors import PizzamailError, SmtpRefusal
 from pizzamail.guard import Gate, TokenBucket, Visitor
-from pizzamail.intake.parse import ParsedMail, parse_bytes, parsed_mail
 from pizzamail.intake.tasks import Stored, store_task
+from pizzamail.mail.parse import ParsedMail, parse_bytes, parsed_mail
 from pizzamail.store import Store
 from pizzamail.store.blobs import BlobStore
 

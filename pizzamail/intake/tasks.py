@@ -12,7 +12,7 @@ import uuid
 from dataclasses import dataclass
 from email.message import EmailMessage
 
-from pizzamail.intake.parse import ParsedMail, parse_mail
+from pizzamail.mail.parse import ParsedMail, parse_mail
 from pizzamail.store import Store
 from pizzamail.store.blobs import BlobStore
 from pizzamail.store.runs import create_run

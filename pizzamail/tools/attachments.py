@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from email.message import EmailMessage
 
-from pizzamail.intake.parse import header_text, parse_bytes, parsed_mail
+from pizzamail.mail.parse import header_text, parse_bytes, parsed_mail
 
 #: types whose bytes are text even though they are not text/*
 _TEXTUAL = ("application/json", "application/xml", "application/csv", "application/x-yaml",

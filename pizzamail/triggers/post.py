@@ -9,7 +9,7 @@ from email.message import EmailMessage
 
 import aiosqlite
 
-from pizzamail.intake.parse import parse_bytes
+from pizzamail.mail.parse import parse_bytes
 from pizzamail.store.blobs import BlobStore
 from pizzamail.store.runs import create_run
 from pizzamail.store.threads import NewMessage, add_message, create_thread, log_event

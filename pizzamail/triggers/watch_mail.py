@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Any
 
-from pizzamail.intake.parse import header_text, parse_bytes, parsed_mail
+from pizzamail.mail.parse import header_text, parse_bytes, parsed_mail
 from pizzamail.tools.attachments import attachments_of
 from pizzamail.triggers.hooks import TEMPLATES
 from pizzamail.triggers.post import AttachedFile

@@ -1,4 +1,4 @@
-"""Pure parsing of an incoming mail into what a task needs. No I/O.
+"""One parse of a raw mail into one value, :class:`ParsedMail`. Pure; no I/O.
 
 The stdlib parser with the modern policy never gives up on a message; header access can still
 raise on malformed values, so every field is read defensively and a message we cannot understand
@@ -16,8 +16,9 @@ from email.message import EmailMessage, Message, MIMEPart
 from email.parser import BytesParser
 from typing import Self
 
-_MSGID = re.compile(r"<([^<>\s]+)>")
-_TAGS = re.compile(r"<[^>]*>")
+from pizzamail.mail.ids import first_id, message_ids
+from pizzamail.mail.text import html_to_text
+
 _LINE_BREAK = re.compile(r"[\r\n]")
 
 MAX_HEADER = 16_384
@@ -97,23 +98,14 @@ def parse_mail(raw: bytes) -> ParsedMail:
 def parsed_mail(msg: EmailMessage) -> ParsedMail:
     """What a task needs of a mail :func:`parse_bytes` parsed."""
     return ParsedMail(
-        message_id=_first_id(_raw_value(msg, "Message-ID")),
-        in_reply_to=_first_id(_raw_value(msg, "In-Reply-To")),
+        message_id=first_id(_raw_value(msg, "Message-ID")),
+        in_reply_to=first_id(_raw_value(msg, "In-Reply-To")),
         references=_trimmed(message_ids(_raw_value(msg, "References"))),
         subject=header_text(msg, "Subject"),
         sender=_address(header_text(msg, "From")),
         body="\n\n".join(filter(None, [_body_text(msg), CLIPPED_NOTE if is_clipped(msg) else ""])),
         attachments=_attachment_names(msg),
     )
-
-
-def message_ids(value: str) -> list[str]:
-    return _MSGID.findall(value)
-
-
-def _first_id(value: str) -> str | None:
-    ids = message_ids(value)
-    return ids[0] if ids else None
 
 
 def _trimmed(references: list[str]) -> list[str]:
@@ -135,9 +127,7 @@ def _body_text(msg: EmailMessage) -> str:
     if part is None:
         return ""
     text = _content(part)
-    if part.get_content_subtype() == "html":
-        text = re.sub(r"[ \t]+", " ", _TAGS.sub(" ", text))
-    return text.strip()
+    return html_to_text(text) if part.get_content_subtype() == "html" else text.strip()
 
 
 def _content(part: MIMEPart) -> str:
