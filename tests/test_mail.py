@@ -8,8 +8,9 @@ from pizzamail.mail.parse import parse_bytes, parse_mail
 
 
 def test_html_body_reads_as_text_without_styles_scripts_or_entities() -> None:
-    parsed = parse_mail(b"Content-Type: text/html\r\n\r\n<html><head><style>p {color: red}</style></head>"
-                        b"<body><p>Fish &amp; chips</p><script>alert(1)</script><p>for two</p></body></html>\r\n")
+    parsed = parse_mail(b"Content-Type: text/html\r\n\r\n<html><head><style>p {color: red}</style>"
+                        b"</head><body><p>Fish &amp; chips</p><script>alert(1)</script><p>for two</p>"
+                        b"</body></html>\r\n")
     assert parsed.body == "Fish & chips\n\nfor two"
 
 
