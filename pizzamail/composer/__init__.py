@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from email.headerregistry import Address
 from email.message import EmailMessage
 from email.policy import SMTP
-from email.utils import format_datetime, make_msgid
+from email.utils import format_datetime
 from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Any
@@ -26,6 +26,7 @@ from markupsafe import Markup
 from pizzamail.composer.render import markdown_html, templates_dir
 from pizzamail.config import Config
 from pizzamail.errors import PizzamailError
+from pizzamail.mail.ids import bracketed, new_message_id
 
 _REPLY_PREFIX = re.compile(r"^\s*((re|aw|sv|antw)\s*(\[\d+\])?\s*:\s*)+", re.IGNORECASE)
 #: References keeps the thread root and this many of the latest ids (clients need no more)
@@ -164,7 +165,7 @@ class Composer:
         text = self.render("mail.txt.j2", body=body, **names)
         html = self.render("mail.html.j2", body_html=Markup(markdown_html(body)), subject=subject,
                            **names)
-        message_id = message_id or make_msgid(idstring=f"r{ctx.run_id}", domain=self.config.domain)[1:-1]
+        message_id = message_id or new_message_id(self.config.domain, idstring=f"r{ctx.run_id}")
         msg = self._headers(kind, ctx, subject, message_id, refs)
         msg.set_content(text)
         msg.add_alternative(html, subtype="html")
@@ -184,11 +185,11 @@ class Composer:
         msg["To"] = Address(addr_spec=account.address)
         msg["Subject"] = subject
         msg["Date"] = format_datetime(self.clock())
-        msg["Message-ID"] = f"<{message_id}>"
+        msg["Message-ID"] = bracketed(message_id)
         if ctx.in_reply_to:
-            msg["In-Reply-To"] = f"<{ctx.in_reply_to}>"
+            msg["In-Reply-To"] = bracketed(ctx.in_reply_to)
         if refs:
-            msg["References"] = " ".join(f"<{r}>" for r in refs)
+            msg["References"] = " ".join(bracketed(r) for r in refs)
         # RFC 3834: marks the mail as machine-written so well-behaved autoresponders stay quiet
         msg["Auto-Submitted"] = "auto-replied"
         msg["X-Pizzamail-Thread"] = str(ctx.thread_id)

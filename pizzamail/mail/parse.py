@@ -57,6 +57,20 @@ class BoundedMessage(EmailMessage):
         return "application/octet-stream" if self.clipped else super().get_content_type()
 
 
+#: the headers a person reads, kept as text in :attr:`ParsedMail.headers`
+SHOWN_HEADERS = ("From", "To", "Cc", "Date", "Subject")
+
+
+@dataclass(frozen=True, kw_only=True)
+class MailFile:
+    """An attached part as sent: its file name (None when it gave none), its type, its decoded bytes
+    (an attached mail, which has no transfer encoding, as the mail itself)."""
+
+    filename: str | None
+    content_type: str
+    data: bytes
+
+
 @dataclass(frozen=True, kw_only=True)
 class ParsedMail:
     message_id: str | None
@@ -65,7 +79,19 @@ class ParsedMail:
     subject: str
     sender: str | None
     body: str
-    attachments: list[str]
+    """the text a reader sees: the plain part, else the HTML part as text"""
+    files: tuple[MailFile, ...] = ()
+    headers: tuple[tuple[str, str], ...] = ()
+    """:data:`SHOWN_HEADERS` as text, those present"""
+
+    @property
+    def attachments(self) -> list[str]:
+        """The attachments' names (their types where they have none)."""
+        return [f.filename or f.content_type for f in self.files]
+
+    def header(self, name: str) -> str:
+        """One of :data:`SHOWN_HEADERS` as text ('' when absent)."""
+        return next((v for k, v in self.headers if k.lower() == name.lower()), "")
 
     @property
     def is_empty(self) -> bool:
@@ -104,7 +130,8 @@ def parsed_mail(msg: EmailMessage) -> ParsedMail:
         subject=header_text(msg, "Subject"),
         sender=_address(header_text(msg, "From")),
         body="\n\n".join(filter(None, [_body_text(msg), CLIPPED_NOTE if is_clipped(msg) else ""])),
-        attachments=_attachment_names(msg),
+        files=_files(msg),
+        headers=tuple((n, v) for n in SHOWN_HEADERS if (v := header_text(msg, n))),
     )
 
 
@@ -139,14 +166,27 @@ def _content(part: MIMEPart) -> str:
     return content if isinstance(content, str) else ""
 
 
-def _attachment_names(msg: EmailMessage) -> list[str]:
-    names = []
+def _files(msg: EmailMessage) -> tuple[MailFile, ...]:
     try:
-        for part in msg.iter_attachments():
-            names.append(part.get_filename() or part.get_content_type())
-    except (KeyError, ValueError, TypeError):
-        return []
-    return names
+        return tuple(MailFile(filename=part.get_filename(), content_type=part.get_content_type(),
+                              data=_data(part)) for part in msg.iter_attachments())
+    except (KeyError, ValueError, TypeError):  # a MIME tree too broken to walk: its text still counts
+        return ()
+
+
+def _data(part: EmailMessage) -> bytes:
+    """The part's bytes; for an attached mail (message/rfc822, which has no transfer encoding to
+    decode: ``get_payload(decode=True)`` is None) the mail itself."""
+    payload = part.get_payload(decode=True)
+    if isinstance(payload, bytes):
+        return payload
+    if part.get_content_maintype() != "message":
+        return b""
+    try:
+        inner = part.get_payload(0)
+        return inner.as_bytes() if isinstance(inner, EmailMessage) else b""
+    except (IndexError, TypeError, ValueError, LookupError):  # an empty or broken attached mail
+        return b""
 
 
 def header_text(msg: Message, name: str) -> str:

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pizzamail.config import Config, WatchSettings
+from pizzamail.mail.parse import parse_mail
 from pizzamail.secrets import SecretStore
 from pizzamail.store import Store
 from pizzamail.store.blobs import BlobStore
@@ -150,8 +151,9 @@ class Watcher:
     def _task(self, handled: Handled, fetched: Fetched) -> tuple[Handled, TriggerMail]:
         """The record of the mail (with its Message-ID) and the task mail its prompt renders, carrying
         the mail and its attachments."""
-        files = carried(fetched)
-        facts = mail_facts(fetched.raw, max_chars=self.settings.max_chars, carried=files)
+        parsed = parse_mail(fetched.raw)  # once, for the text and the attachments both
+        files = carried(fetched, parsed)
+        facts = mail_facts(parsed, max_chars=self.settings.max_chars, carried=files)
         text, problem = render(self.settings.prompt, facts, watch=self.name, folder=self.settings.folder)
         if problem:
             log.warning("watch %s: UID %d: %s", self.name, handled.uid, problem)
