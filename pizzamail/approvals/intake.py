@@ -65,9 +65,10 @@ async def draft_action(store: Store, msg: EmailMessage) -> HeldAction | None:
     return action if action is not None and action.is_draft and action.status == "held" else None
 
 
-def send_decision(blobs: BlobStore, raw: bytes, msg: EmailMessage, recipients: list[str]) -> Decision:
+async def send_decision(blobs: BlobStore, raw: bytes, msg: EmailMessage, recipients: list[str]) -> Decision:
     """Sending the draft: approve with the user's edits, the bytes kept to be relayed as sent."""
-    return Decision(kind="send", arguments=sent_arguments(msg), outgoing=blobs.put(strip_for_relay(raw)),
+    kept = await blobs.save(strip_for_relay(raw))
+    return Decision(kind="send", arguments=sent_arguments(msg), outgoing=kept.digest,
                     recipients=tuple(recipients))
 
 

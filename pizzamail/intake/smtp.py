@@ -187,7 +187,7 @@ class IntakeHandler:
         decided = await record_decision(
             self.store, self.blobs, raw, parsed, msg, action=action, approvers=self.approvers,
             composer=self.composer, sender=min(self.agents), domain=self.domain,
-            decision=send_decision(self.blobs, raw, msg, outsiders),
+            decision=await send_decision(self.blobs, raw, msg, outsiders),
         )
         log.info("draft of action %d sent by the user: %s", action.id,
                  "approved with their edits" if decided.applied else "no change")
