@@ -29,3 +29,19 @@ def test_built_mail_parses_back_to_what_it_was_built_from() -> None:
     assert (parsed.message_id, parsed.in_reply_to, parsed.references) == ("t1@x", "p@x", ["r@x", "p@x"])
     assert (parsed.subject, parsed.body, parsed.attachments) == ("Nightly", "the report", ["a.csv"])
     assert msg["X-Pizzamail-Source"] == "cli"
+
+
+def test_one_parse_carries_the_shown_headers_and_the_attached_files() -> None:
+    inner = build_mail(sender="ann@y", to="me@x", subject="Invoice", text="attached", message_id="i@y")
+    outer = build_mail(sender="me@x", to="bot@x", subject="Fwd: Invoice", text="see below", message_id="o@x",
+                       headers=(("Cc", "Bob <bob@x>"),),
+                       attachments=(AttachedFile(filename="fwd.eml", content_type="message/rfc822",
+                                                 data=inner.as_bytes()),
+                                    AttachedFile(filename="n.bin", content_type="application/pdf",
+                                                 data=b"%PDF")))
+    parsed = parse_mail(outer.as_bytes())
+    shown = (parsed.header("cc"), parsed.header("To"), parsed.header("X-Other"))
+    assert shown == ("Bob <bob@x>", "bot@x", "")
+    [mail, pdf] = parsed.files
+    assert (pdf.filename, pdf.content_type, pdf.data) == ("n.bin", "application/pdf", b"%PDF")
+    assert parse_mail(mail.data).subject == "Invoice" and parsed.attachments == ["fwd.eml", "n.bin"]

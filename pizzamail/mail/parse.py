@@ -118,11 +118,13 @@ def is_clipped(msg: EmailMessage) -> bool:
 
 
 def parse_mail(raw: bytes) -> ParsedMail:
+    """Bytes to :class:`ParsedMail` (callers that also need the stdlib's tree use :func:`parsed_mail`)."""
     return parsed_mail(parse_bytes(raw))
 
 
 def parsed_mail(msg: EmailMessage) -> ParsedMail:
-    """What a task needs of a mail :func:`parse_bytes` parsed."""
+    """The one value of a mail :func:`parse_bytes` parsed: what intake, approvals, tools and
+    triggers read of it."""
     return ParsedMail(
         message_id=first_id(_raw_value(msg, "Message-ID")),
         in_reply_to=first_id(_raw_value(msg, "In-Reply-To")),
