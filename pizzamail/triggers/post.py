@@ -13,8 +13,6 @@ from pizzamail.store.blobs import BlobStore
 from pizzamail.store.mailwriter import add_mail, add_task, message_row
 from pizzamail.store.threads import thread_chain
 
-__all__ = ["AttachedFile", "Posted", "TriggerMail", "post_notice", "post_task"]
-
 
 @dataclass(frozen=True, kw_only=True)
 class TriggerMail:

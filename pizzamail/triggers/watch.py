@@ -23,11 +23,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pizzamail.config import Config, WatchSettings
+from pizzamail.mail.build import AttachedFile
 from pizzamail.mail.parse import parse_mail
 from pizzamail.secrets import SecretStore
 from pizzamail.store import Store
 from pizzamail.store.blobs import BlobStore
-from pizzamail.triggers.post import AttachedFile, TriggerMail
+from pizzamail.triggers.post import TriggerMail
 from pizzamail.triggers.watch_imap import FolderStatus, ImapSession, WatchError
 from pizzamail.triggers.watch_mail import carried, mail_facts, render, task_subject
 from pizzamail.triggers.watch_state import Handled, begin, record, set_state

@@ -12,10 +12,10 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Any
 
+from pizzamail.mail.build import AttachedFile
 from pizzamail.mail.parse import ParsedMail
 from pizzamail.tools.attachments import attachments_of
 from pizzamail.triggers.hooks import TEMPLATES
-from pizzamail.triggers.post import AttachedFile
 from pizzamail.triggers.watch_wire import Fetched
 
 #: longest subject kept in the task's own subject line

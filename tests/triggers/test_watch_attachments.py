@@ -10,12 +10,13 @@ from email.message import EmailMessage
 from email.parser import BytesParser
 from email.policy import SMTP, default
 
+from pizzamail.mail.build import AttachedFile
 from pizzamail.mail.parse import parse_mail
 from pizzamail.secrets import SecretStore
 from pizzamail.store import Store
 from pizzamail.store.blobs import BlobStore
 from pizzamail.tools.attachments import attachment_text, attachments_of
-from pizzamail.triggers.post import AttachedFile, TriggerMail, post_task
+from pizzamail.triggers.post import TriggerMail, post_task
 from pizzamail.triggers.watch_imap import MAX_FETCH_BYTES
 from pizzamail.triggers.watch_mail import ORIGINAL, carried, mail_facts, render
 from pizzamail.triggers.watch_wire import Fetched, fetched
