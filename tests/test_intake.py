@@ -14,9 +14,9 @@ import pytest
 
 from pizzamail.auth import Accounts
 from pizzamail.intake import smtp as intake_smtp
-from pizzamail.intake.parse import MAX_HEADER, MAX_REFERENCES, parse_mail
 from pizzamail.intake.smtp import IntakeHandler, start_smtp_server
 from pizzamail.intake.tasks import Stored
+from pizzamail.mail.parse import MAX_HEADER, MAX_REFERENCES, parse_mail
 from pizzamail.store import Store
 from pizzamail.store.blobs import BlobStore
 from pizzamail.tls import generate_certificate, server_context

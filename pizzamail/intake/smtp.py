@@ -28,8 +28,8 @@ from pizzamail.auth import Accounts, Login
 from pizzamail.composer import Composer
 from pizzamail.errors import PizzamailError, SmtpRefusal
 from pizzamail.guard import Gate, TokenBucket, Visitor
-from pizzamail.intake.parse import ParsedMail, parse_bytes, parsed_mail
 from pizzamail.intake.tasks import Stored, store_task
+from pizzamail.mail.parse import ParsedMail, parse_bytes, parsed_mail
 from pizzamail.store import Store
 from pizzamail.store.blobs import BlobStore
 
@@ -187,7 +187,7 @@ class IntakeHandler:
         decided = await record_decision(
             self.store, self.blobs, raw, parsed, msg, action=action, approvers=self.approvers,
             composer=self.composer, sender=min(self.agents), domain=self.domain,
-            decision=send_decision(self.blobs, raw, msg, outsiders),
+            decision=await send_decision(self.blobs, raw, msg, outsiders),
         )
         log.info("draft of action %d sent by the user: %s", action.id,
                  "approved with their edits" if decided.applied else "no change")

@@ -25,7 +25,7 @@ from pizzamail.approvals.ledger import (
     record_release,
     was_released,
 )
-from pizzamail.approvals.outbox import DRAFTS_FOLDER, Outbox, draft_id, draft_message
+from pizzamail.approvals.outbox import DRAFTS_FOLDER, Outbox, draft_message
 from pizzamail.approvals.release import Waiting, settle
 from pizzamail.approvals.request import request_mail, sync_action_folder
 from pizzamail.composer import Composed, Composer, MailContext
@@ -45,6 +45,7 @@ from pizzamail.secrets import SecretStore
 from pizzamail.store import Store
 from pizzamail.store.actions import HeldAction, NewHeldAction, canonical_json, hold_action
 from pizzamail.store.blobs import BlobStore
+from pizzamail.store.mailwriter import message_row
 from pizzamail.store.runs import (
     Run,
     add_step,
@@ -299,7 +300,7 @@ class Runner:
                                     transcript=transcript, bot=self.config.agent.address,
                                     expires=self.config.expiry(outcome.action.server))
                 return await self._finish(run, mail, status="waiting", request_for=outcome.action.id,
-                                          extra=self._draft(outcome.action))
+                                          extra=await self._draft(outcome.action))
             if not outcome.text.strip():
                 raise RunError(f"the model finished without an answer ({outcome.finish_reason})")
             reply = self._mails.reply(mail_ctx, outcome.text, notes=notes, files=attachments(scope.workspace),
@@ -397,19 +398,16 @@ class Runner:
                 ))
         self._not_alone(run.id)
 
-    def _draft(self, action: HeldAction) -> tuple[NewMessage, ...]:
+    async def _draft(self, action: HeldAction) -> tuple[NewMessage, ...]:
         """A held ``draft_email`` is also a real draft in ``Drafts`` (filed once per action)."""
         if not action.is_draft:
             return ()
         owner = self.config.account.address
-        msg = draft_message(action, action.release_arguments, owner=owner, domain=self.config.domain,
-                            date=self.clock(), routed=True)
-        data = msg.as_bytes()
-        return (NewMessage(
-            message_id=draft_id(action, self.config.domain), in_reply_to=None, refs=[], direction="out",
-            kind="draft", sender=owner, subject=str(msg["Subject"]), body=str(msg.get_content()),
-            blob=self.blobs.put(data), size=len(data), folder=DRAFTS_FOLDER, flags="\\Draft",
-            run_id=action.run_id),)
+        draft = draft_message(action, action.release_arguments, owner=owner, domain=self.config.domain,
+                              date=self.clock(), routed=True)
+        blob = await self.blobs.save(draft.as_bytes())
+        return (message_row(draft, blob, kind="draft", sender=owner, folder=DRAFTS_FOLDER, flags="\\Draft",
+                            run_id=action.run_id),)
 
     async def _finish(self, run: Run, mail: Composed, *, status: str, error: str | None = None,
                       request_for: int | None = None, extra: tuple[NewMessage, ...] = ()) -> str:

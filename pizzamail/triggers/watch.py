@@ -24,11 +24,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pizzamail.config import Config, WatchSettings
+from pizzamail.mail.build import AttachedFile
+from pizzamail.mail.parse import parse_mail
 from pizzamail.secrets import SecretStore
 from pizzamail.store import Store
 from pizzamail.store.blobs import BlobStore
 from pizzamail.store.watches import Handled, list_watches, set_state
-from pizzamail.triggers.post import AttachedFile, TriggerMail
+from pizzamail.triggers.post import TriggerMail
 from pizzamail.triggers.watch_imap import FolderStatus, ImapSession, WatchError
 from pizzamail.triggers.watch_mail import carried, mail_facts, render, task_subject
 from pizzamail.triggers.watch_state import begin, record
@@ -152,8 +154,9 @@ class Watcher:
     def _task(self, handled: Handled, fetched: Fetched) -> tuple[Handled, TriggerMail]:
         """The record of the mail (with its Message-ID) and the task mail its prompt renders, carrying
         the mail and its attachments."""
-        files = carried(fetched)
-        facts = mail_facts(fetched.raw, max_chars=self.settings.max_chars, carried=files)
+        parsed = parse_mail(fetched.raw)  # once, for the text and the attachments both
+        files = carried(fetched, parsed)
+        facts = mail_facts(parsed, max_chars=self.settings.max_chars, carried=files)
         text, problem = render(self.settings.prompt, facts, watch=self.name, folder=self.settings.folder)
         if problem:
             log.warning("watch %s: UID %d: %s", self.name, handled.uid, problem)
