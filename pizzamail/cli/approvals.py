@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING
 
 import click
 
-from pizzamail.approvals.decide import Decision
 from pizzamail.approvals.ledger import STATE_TEXT, Applied, Rule, action_by_id, apply_decision, pending
 from pizzamail.approvals.ledger import remove_rule as remove_rule_row
 from pizzamail.approvals.ledger import rules as list_rules
@@ -30,6 +29,7 @@ from pizzamail.store.actions import HeldAction, canonical_json
 from pizzamail.store.blobs import BlobStore
 
 if TYPE_CHECKING:
+    from pizzamail.approvals.decide import Decision
     from pizzamail.tools.builtins import Builtins
 
 
@@ -61,6 +61,8 @@ def approvals(app: App, as_json: bool) -> None:
 @click.pass_obj
 def approve(app: App, action_id: int, always: bool) -> None:
     """Approve a held action: it runs once and the agent continues."""
+    from pizzamail.approvals.decide import Decision
+
     _decide(app, action_id, Decision(kind="approve_always" if always else "approve"))
 
 
@@ -70,6 +72,8 @@ def approve(app: App, action_id: int, always: bool) -> None:
 @click.pass_obj
 def deny(app: App, action_id: int, reason: tuple[str, ...]) -> None:
     """Deny a held action; the optional REASON goes to the agent."""
+    from pizzamail.approvals.decide import Decision
+
     _decide(app, action_id, Decision(kind="deny", note=" ".join(reason)))
 
 
