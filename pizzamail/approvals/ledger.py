@@ -22,12 +22,15 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import aiosqlite
 
-from pizzamail.approvals.decide import Decision, Route
 from pizzamail.store import Store, now
 from pizzamail.store.actions import HeldAction, canonical_json
+
+if TYPE_CHECKING:  # the reply reader parses mail: `pizzamail approvals` starts without it
+    from pizzamail.approvals.decide import Decision, Route
 
 #: where a decision may move an action from, and to
 _MOVES: dict[str, tuple[str, str]] = {

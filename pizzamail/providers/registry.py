@@ -15,7 +15,6 @@ as Ollama or LM Studio), which is then called without one.
 from __future__ import annotations
 
 import asyncio
-import os
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -156,7 +155,7 @@ def find_key(name: str, settings: ProviderSettings, secrets: SecretStore) -> tup
     stored = secrets.get(settings.key or name)
     if stored:
         return stored, "keyring" if secrets.use_keyring else "file"
-    from_env = os.environ.get(settings.key_env) if settings.key_env else None
+    from_env = secrets.from_env(settings.key_env) if settings.key_env else None
     if from_env:
         return from_env, f"env ${settings.key_env}"
     if settings.kind == "bedrock":
