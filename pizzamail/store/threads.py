@@ -9,6 +9,7 @@ from typing import Any
 import aiosqlite
 
 from pizzamail.store import Store, now
+from pizzamail.store.events import MessageAdded, record
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -96,6 +97,8 @@ async def add_message(db: aiosqlite.Connection, thread_id: int, msg: NewMessage)
          msg.folder, msg.flags, now()),
     )
     assert cursor.lastrowid is not None
+    record(db, MessageAdded(message=cursor.lastrowid, thread=thread_id, folder=msg.folder,
+                            direction=msg.direction, kind=msg.kind))
     return cursor.lastrowid
 
 

@@ -23,6 +23,7 @@ import aiosqlite
 from pizzamail.config import Config, ScheduleSettings
 from pizzamail.store import Store, now
 from pizzamail.store.blobs import BlobStore
+from pizzamail.store.events import ScheduleChanged, record
 from pizzamail.store.threads import log_event
 from pizzamail.triggers.cron import GRACE_SECONDS, default_zone, from_text, next_after, to_text
 from pizzamail.triggers.post import Posted, TriggerMail, post_notice, post_task
@@ -83,6 +84,7 @@ async def save_schedule(
             (name, settings.cron, tz, settings.prompt, settings.catch_up, source, thread_id, due,
              int(settings.enabled), now()),
         )
+        record(db, ScheduleChanged(name=name))
     found = await find_schedule(store, name)
     assert found is not None  # just written
     return found
@@ -95,6 +97,7 @@ async def find_schedule(store: Store, name: str) -> Schedule | None:
 async def remove_schedule(store: Store, name: str) -> bool:
     async with store.write() as db:
         cursor = await db.execute("DELETE FROM schedules WHERE name = ?", (name,))
+        record(db, ScheduleChanged(name=name))
         return cursor.rowcount > 0
 
 
