@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
-from contextlib import AsyncExitStack
+from contextlib import closing
 
 import pytest
 
@@ -28,7 +28,7 @@ async def add_task(store: Store, subject: str) -> int:
 
 def committed_subject(store: Store, row: int) -> str | None:
     """Read by a connection of its own, as another process would: only committed rows are there."""
-    with sqlite3.connect(store.path) as db:
+    with closing(sqlite3.connect(store.path)) as db:
         found = db.execute("SELECT subject FROM messages WHERE id = ?", (row,)).fetchone()
     return found[0] if found else None
 
@@ -92,8 +92,7 @@ async def test_follow_works_once_a_burst_and_finishes_asked_work_when_left(store
         started.set()
         await release.wait()
 
-    async with AsyncExitStack() as stack:
-        await Follow(events=store.events, kinds=(MessageAdded,), work=work, name="test").start(stack)
+    async with Follow(events=store.events, kinds=(MessageAdded,), work=work, name="test"):
         await add_task(store, "first")
         await started.wait()  # working on the first; three more arrive meanwhile
         for n in range(3):

@@ -136,8 +136,8 @@ async def _move(db: aiosqlite.Connection, action: HeldAction, decision: Decision
 async def _resume_run(db: aiosqlite.Connection, action: HeldAction) -> None:
     """The waiting run goes back to the queue; it resumes from its checkpoints. Its attempts start
     over: waiting for a person is not a failed attempt."""
-    cursor = await db.execute(
-        "UPDATE runs SET status = 'queued', attempts = 0 WHERE id = ? AND status = 'waiting'", (action.run_id,))
+    cursor = await db.execute("UPDATE runs SET status = 'queued', attempts = 0"
+                              " WHERE id = ? AND status = 'waiting'", (action.run_id,))
     if cursor.rowcount == 1:
         record(db, RunQueued(run=action.run_id, thread=action.thread_id))
     await db.execute("UPDATE threads SET status = 'queued', updated_at = ? WHERE id = ?",

@@ -17,7 +17,7 @@ import asyncio
 import logging
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Iterable, Iterator
-from contextlib import AsyncExitStack, contextmanager
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 from weakref import WeakKeyDictionary
@@ -110,8 +110,8 @@ class Events:
 
 @dataclass(kw_only=True)
 class Follow:
-    """A long-lived part that runs ``work`` after commits of ``kinds``: once for a burst of them,
-    never twice at once. Leaving it finishes the work events already asked for."""
+    """A long-lived part (``async with``) that runs ``work`` after commits of ``kinds``: once for a
+    burst of them, never twice at once. Leaving it finishes the work events already asked for."""
 
     events: Events
     kinds: tuple[type[CommitEvent], ...]
@@ -121,12 +121,24 @@ class Follow:
     _kick: asyncio.Event = field(default_factory=asyncio.Event, init=False)
     _leaving: bool = field(default=False, init=False)
     _busy: bool = field(default=False, init=False)
+    _task: asyncio.Task[None] | None = field(default=None, init=False)
+    _unsubscribe: list[Callable[[], None]] = field(default_factory=list, init=False)
 
-    async def start(self, stack: AsyncExitStack) -> None:
-        for kind in self.kinds:
-            stack.callback(self.events.subscribe(kind, self._kicked))
-        task = asyncio.create_task(self._loop(), name=f"pizzamail-{self.name}")
-        stack.push_async_callback(self._leave, task)
+    async def __aenter__(self) -> Follow:
+        self._unsubscribe = [self.events.subscribe(kind, self._kicked) for kind in self.kinds]
+        self._task = asyncio.create_task(self._loop(), name=f"pizzamail-{self.name}")
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        """Work for events already published is done first; an idle loop just ends."""
+        for unsubscribe in self._unsubscribe:
+            unsubscribe()
+        if self._task is None:
+            return
+        self._leaving = True
+        if not self._busy and not self._kick.is_set():
+            self._task.cancel()
+        await asyncio.gather(self._task, return_exceptions=True)
 
     def _kicked(self, _: CommitEvent) -> None:
         self._kick.set()
@@ -142,10 +154,3 @@ class Follow:
                 log.exception("%s failed", self.name)
             finally:
                 self._busy = False
-
-    async def _leave(self, task: asyncio.Task[None]) -> None:
-        """Work for events already published is done first; an idle loop just ends."""
-        self._leaving = True
-        if not self._busy and not self._kick.is_set():
-            task.cancel()
-        await asyncio.gather(task, return_exceptions=True)

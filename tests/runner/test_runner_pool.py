@@ -217,7 +217,7 @@ async def test_the_filed_hook_runs_after_the_reply_is_in_the_maildir(
     fake_openai.script([text("hello")])
     run_id = await harness.task("hi")
 
-    filer = Filer(mailbox=harness.mailbox, blobs=harness.blobs).run
+    filer = Filer(mailbox=harness.mailbox, blobs=harness.blobs)
 
     def filed() -> None:
         seen.append(len(asyncio.all_tasks()))

@@ -23,6 +23,7 @@ from pizzamail.home import Home
 from pizzamail.mailbox.filing import Filer
 from pizzamail.store import Store
 from pizzamail.store.actions import held_actions
+from pizzamail.store.events import ScheduleChanged
 from pizzamail.store.runs import get_run
 from pizzamail.store.threads import create_thread
 from pizzamail.tools import Explained, RunScope, ToolRegistry
@@ -181,14 +182,15 @@ async def test_in_a_run_a_bad_phrase_goes_back_and_a_good_one_waits_then_saves(
         tool_call("schedule_task", {"name": "x", "when": "every 2 hours", "prompt": "Check X"}, call_id="c2"),
         text("Scheduled."),
     ])
-    pokes: list[int] = []
+    pokes: list[str] = []
+    harness.store.events.subscribe(ScheduleChanged, lambda e: pokes.append(e.name))
     registry = ToolRegistry()
     registry.add_source(Builtins(
         store=harness.store, blobs=harness.blobs, composer=Composer(config=harness.config),
-        sender=harness.config.agent.address, schedules_changed=lambda: pokes.append(1)))
+        sender=harness.config.agent.address))
     filer = Filer(mailbox=harness.mailbox, blobs=harness.blobs)
     run_id = await harness.task("Check X every 90 minutes")
-    async with harness.running(tools=registry, filer=filer.run, poll_interval=0.2) as runner:
+    async with harness.running(tools=registry, filer=filer, poll_interval=0.2) as runner:
         assert await harness.finish(runner, run_id) == "waiting"
         assert "crosses the hour" in fake_openai.requests[1].messages[-1]["content"]
         [action] = await held_actions(harness.store)
@@ -203,7 +205,7 @@ async def test_in_a_run_a_bad_phrase_goes_back_and_a_good_one_waits_then_saves(
     [saved] = await list_schedules(harness.store)
     thread = (await get_run(harness.store, run_id)).thread_id
     assert (saved.source, saved.cron, saved.thread_id) == ("agent", "0 */2 * * *", thread)
-    assert pokes == [1]
+    assert pokes == ["x"]
     assert "scheduled x: next occurrence" in fake_openai.requests[-1].messages[-1]["content"]
 
 
@@ -227,7 +229,7 @@ async def held_weekly(harness: Harness, fake_openai: FakeOpenAI) -> tuple[Filer,
     fake_openai.script([tool_call("schedule_task", {**WEEKLY, "tz": "Europe/Berlin"})])
     filer = Filer(mailbox=harness.mailbox, blobs=harness.blobs)
     run_id = await harness.task("Summarise X every Monday")
-    async with harness.running(tools=_builtins(harness), filer=filer.run, poll_interval=0.2) as runner:
+    async with harness.running(tools=_builtins(harness), filer=filer, poll_interval=0.2) as runner:
         assert await harness.finish(runner, run_id) == "waiting"
     return filer, run_id
 
@@ -237,7 +239,7 @@ async def edit_and_resume(harness: Harness, filer: Filer, run_id: int, arguments
     [action] = await held_actions(harness.store)
     async with harness.store.write() as db:
         await apply_decision(db, action, Decision(kind="edit", arguments=arguments), by=OWNER, via="test")
-    async with harness.running(tools=_builtins(harness), filer=filer.run, poll_interval=0.2) as runner:
+    async with harness.running(tools=_builtins(harness), filer=filer, poll_interval=0.2) as runner:
         assert await harness.finish(runner, run_id) == "waiting"
 
 
