@@ -1,7 +1,7 @@
 """The running service: every long-lived part in one lifecycle.
 
-Parts start in order inside an ``AsyncExitStack`` (store, mailbox, filing, scheduler, runner, SMTP,
-IMAP, HTTP, watches) and stop in reverse when the stack is left, so a signal or an error leaves
+Parts start in order inside an ``AsyncExitStack`` (store, mailbox, filing, MCP servers, scheduler,
+runner, SMTP/IMAP/HTTP, watches) and stop in reverse when the stack is left, so a signal or an error leaves
 nothing running and no file half written. Parts never call each other back: they follow the store's
 commit events (a message added is filed, a queued run wakes the runner, a changed schedule wakes
 the scheduler, a decided action updates the Action folder).
@@ -102,43 +102,39 @@ class Service:
         if self.demo_data:
             log.info("demo data: %d sample message(s) added", await seed_demo_data(mailbox))
         composer = Composer(config=self.config)
-        tools = await self._start_tools(stack, store, blobs, composer)
+        hub = McpHub(settings=self.config.mcp, secrets=self.secrets, log_dir=self.home.logs,
+                     cwd=self.home.root, rules=self.config.tools.policy)
         runner = Runner(
             store=store, mailbox=mailbox, blobs=blobs, config=self.config, secrets=self.secrets,
-            filer=filer, composer=composer, tools=tools, workspaces=self.home.root / "workspaces",
+            filer=filer, composer=composer, tools=self._tools(store, blobs, composer, hub),
+            workspaces=self.home.root / "workspaces",
         )
         # before IMAP serves: a request copy a crash left unrecorded is recorded before the user
         # can delete it (a deletion means "ignore" only for a copy known to have been delivered)
         await runner.sync_approvals()
+        servers = Servers(config=self.config, tls=self.tls, gate=self._gate, mailbox=mailbox,
+                          accounts=self.accounts(), intake=self._intake(store, blobs, composer),
+                          hooks=Hooks(store=store, blobs=blobs, config=self.config, secrets=self.secrets))
         for part in (
             Follow(events=store.events, kinds=(MessageAdded,), work=filer.run, name="filing"),
             Follow(events=store.events, kinds=(ActionDecided,), work=runner.sync_approvals,
                    name="the Action folder's sync"),
+            hub,  # MCP servers: stopped after the runner
             Scheduler(store=store, blobs=blobs, config=self.config),  # before the runner resumes runs
             runner,
+            servers,
+            # remote mailboxes: stopped (logged out) before anything above
+            Watchers(store=store, blobs=blobs, config=self.config, secrets=self.secrets),
         ):
             await stack.enter_async_context(part)
-        smtp_port = await self._start_smtp(stack, store, blobs, composer)
-        server = self.config.server
-        imap = await start_imap_server(
-            host=server.host, port=server.imap_port, mailbox=mailbox, accounts=self.accounts(),
-            tls=self.tls, tls_port=server.imaps_port if self.tls else None, gate=self._gate,
-        )
-        stack.push_async_callback(imap.close)
-        hooks = Hooks(store=store, blobs=blobs, config=self.config, secrets=self.secrets)
-        http = await start_http_server(create_app(hooks), host=server.host, port=server.http_port,
-                                       gate=self._gate)
-        stack.push_async_callback(http.close)
-        # remote mailboxes: stopped (logged out) before anything above
-        await stack.enter_async_context(
-            Watchers(store=store, blobs=blobs, config=self.config, secrets=self.secrets))
-        return Listening(host=server.host, smtp=smtp_port, imap=imap.port, imaps=imap.tls_port or 0,
-                         http=http.port)
+        for name, connection in hub.connections.items():
+            log.info("MCP server %s: %s%s", name, connection.status,
+                     f" ({connection.error})" if connection.error else "")
+        assert servers.listening is not None
+        return servers.listening
 
-    async def _start_tools(
-        self, stack: AsyncExitStack, store: Store, blobs: BlobStore, composer: Composer
-    ) -> ToolRegistry:
-        """Built-ins, skills, then MCP servers (started now, stopped after the runner)."""
+    def _tools(self, store: Store, blobs: BlobStore, composer: Composer, hub: McpHub) -> ToolRegistry:
+        """Built-ins, skills, then MCP servers."""
         config = self.config
         tools = ToolRegistry(rules=config.tools.policy, max_result_chars=config.tools.max_result_chars)
         tools.add_source(Builtins(
@@ -147,32 +143,17 @@ class Service:
         ))
         if config.skills.enabled:
             tools.add_source(SkillSource(home_skills=self.home.skills, paths=config.skills.paths))
-        hub = McpHub(settings=config.mcp, secrets=self.secrets, log_dir=self.home.logs, cwd=self.home.root,
-                     rules=config.tools.policy)
-        await stack.enter_async_context(hub)
-        for name, connection in hub.connections.items():
-            log.info("MCP server %s: %s%s", name, connection.status,
-                     f" ({connection.error})" if connection.error else "")
         tools.add_source(hub)
         return tools
 
-    async def _start_smtp(self, stack: AsyncExitStack, store: Store, blobs: BlobStore, composer: Composer,
-                          ) -> int:
+    def _intake(self, store: Store, blobs: BlobStore, composer: Composer) -> IntakeHandler:
         for name in without_password(self.config, self.secrets):
             log.warning("sender %s has no password and cannot log in; run `%s`", name, password_command(name))
-        handler = IntakeHandler(
+        return IntakeHandler(
             store=store, blobs=blobs, accounts=self.accounts(),
             agents=frozenset({self.config.agent.address.lower()}), domain=self.config.domain,
             composer=composer, approvers=approvers(self.config),
         )
-        settings = self.config.server
-        server = await start_smtp_server(
-            host=settings.host, port=settings.smtp_port, handler=handler,
-            max_size=settings.max_message_size, tls=self.tls,
-            require_tls=not is_loopback(settings.host), gate=self._gate,
-        )
-        stack.push_async_callback(_close_server, server)
-        return int(server.sockets[0].getsockname()[1])
 
     def accounts(self) -> Accounts:
         """The owner (SMTP and IMAP) and the enabled senders with a password (SMTP only)."""
@@ -182,6 +163,51 @@ class Service:
         state = {"pid": os.getpid(), "host": listening.host, "smtp_port": listening.smtp,
                  "imap_port": listening.imap, "imaps_port": listening.imaps, "http_port": listening.http}
         write_private(self.home.state_file, json.dumps(state).encode())
+
+
+@dataclass(kw_only=True)
+class Servers:
+    """SMTP, IMAP and HTTP: listening from entering the part to leaving it."""
+
+    config: Config
+    tls: ssl.SSLContext | None
+    gate: Gate
+    mailbox: Mailbox
+    accounts: Accounts
+    intake: IntakeHandler
+    hooks: Hooks
+    listening: Listening | None = None
+    _stack: AsyncExitStack = field(default_factory=AsyncExitStack)
+
+    async def __aenter__(self) -> Servers:
+        try:
+            self.listening = await self._listen()
+        except BaseException:
+            await self._stack.aclose()
+            raise
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self._stack.aclose()
+
+    async def _listen(self) -> Listening:
+        settings, tls = self.config.server, self.tls
+        smtp = await start_smtp_server(
+            host=settings.host, port=settings.smtp_port, handler=self.intake,
+            max_size=settings.max_message_size, tls=tls, require_tls=not is_loopback(settings.host),
+            gate=self.gate,
+        )
+        self._stack.push_async_callback(_close_server, smtp)
+        imap = await start_imap_server(
+            host=settings.host, port=settings.imap_port, mailbox=self.mailbox, accounts=self.accounts,
+            tls=tls, tls_port=settings.imaps_port if tls else None, gate=self.gate,
+        )
+        self._stack.push_async_callback(imap.close)
+        http = await start_http_server(create_app(self.hooks), host=settings.host, port=settings.http_port,
+                                       gate=self.gate)
+        self._stack.push_async_callback(http.close)
+        return Listening(host=settings.host, smtp=int(smtp.sockets[0].getsockname()[1]), imap=imap.port,
+                         imaps=imap.tls_port or 0, http=http.port)
 
 
 async def _close_server(server: asyncio.Server) -> None:

@@ -198,6 +198,7 @@ class Runner:
                 continue
             self._kick.set()  # there may be more queued: let another idle worker look too
             try:
+                await self._file_task()
                 status = await self.work(run)
             except asyncio.CancelledError:
                 self._interrupted.append(run.id)
@@ -429,6 +430,14 @@ class Runner:
         # logged once the mail is in the Maildir: whoever reads the log may look for it there
         log.info("run %d %s (%s mail)", run.id, status, mail.kind)
         return status
+
+    async def _file_task(self) -> None:
+        """A run's task is in INBOX while it works, whoever stored it: another process (``pizzamail
+        task``, ``schedule run``) publishes no commit event here for the filing to follow."""
+        try:
+            await self._filer.run()
+        except Exception:  # filed at the next look; the run need not wait for it
+            log.exception("could not file new mail into the Maildir")
 
     async def _file(self) -> None:
         try:

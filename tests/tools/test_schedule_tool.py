@@ -48,9 +48,8 @@ async def new_thread(store: Store) -> int:
         return await create_thread(db, subject="Plans", agent="bot@pizzamail.localhost")
 
 
-def tool(store: Store, thread_id: int, pokes: list[int] | None = None, agent_tz: str = "") -> ScheduleTask:
-    return ScheduleTask(store=store, thread_id=thread_id, agent_tz=agent_tz, clock=lambda: T0,
-                        changed=lambda: (pokes if pokes is not None else []).append(thread_id))
+def tool(store: Store, thread_id: int, agent_tz: str = "") -> ScheduleTask:
+    return ScheduleTask(store=store, thread_id=thread_id, agent_tz=agent_tz, clock=lambda: T0)
 
 
 @pytest.mark.parametrize(("arguments", "problem"), [
@@ -126,8 +125,9 @@ def test_the_zone_is_the_one_the_schedule_will_have(
 
 
 async def test_a_call_saves_the_schedule_in_its_thread_and_a_replay_changes_nothing(store: Store) -> None:
-    thread, pokes = await new_thread(store), list[int]()
-    schedule_task = tool(store, thread, pokes, agent_tz="Europe/Berlin")
+    thread, changed = await new_thread(store), list[str]()
+    store.events.subscribe(ScheduleChanged, lambda e: changed.append(e.name))
+    schedule_task = tool(store, thread, agent_tz="Europe/Berlin")
     assert await schedule_task.check(WEEKLY) is None
     result = await schedule_task.call(WEEKLY)
     assert result.text == ("scheduled weekly: next occurrence 2025-01-06 09:00 Europe/Berlin"
@@ -137,7 +137,7 @@ async def test_a_call_saves_the_schedule_in_its_thread_and_a_replay_changes_noth
     assert (saved.source, saved.cron, saved.tz, saved.thread_id, saved.prompt) == (
         "agent", "0 9 * * 1", "Europe/Berlin", thread, "Summarise X")
     assert saved.next_due == "2025-01-06T08:00:00Z"
-    assert pokes == [thread, thread]
+    assert changed == ["weekly", "weekly"]  # the running scheduler looks again each time
 
 
 async def test_the_machine_zone_is_the_default(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
