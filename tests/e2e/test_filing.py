@@ -60,7 +60,7 @@ async def test_a_schedule_task_run_by_another_process_is_in_inbox_while_its_run_
     fake_openai.script([gated(text("The news, summarised."), gate)])
     served.start()
     client = await connect(served)
-    await asyncio.to_thread(served.cli, "schedule", "add", "news", "--when", "every day at 3am", "--tz", "UTC",
-                            "--prompt", "Summarise the news")
+    await asyncio.to_thread(served.cli, "schedule", "add", "news", "--when", "every day at 3am",
+                            "--tz", "UTC", "--prompt", "Summarise the news")
     await asyncio.to_thread(served.cli, "schedule", "run", "news")
     await _task_alone_then_reply(served, client, gate, "schedule:news (by hand)")
