@@ -112,7 +112,7 @@ class Runner:
     _new_provider: Callable[[], Provider] = field(init=False, repr=False)
     _mails: Composer = field(init=False, repr=False)
     _filer: Filer = field(init=False, repr=False)
-    _unsubscribe: Callable[[], None] = field(default=lambda: None, init=False, repr=False)
+    _unsubscribe: Callable[[], None] | None = field(default=None, init=False, repr=False)
     _notices: dict[int, str] = field(default_factory=dict, init=False)  # run id -> provider notice
 
     def __post_init__(self) -> None:
@@ -152,7 +152,9 @@ class Runner:
         and stops at its next model or tool call.
         """
         self._stopping = True
-        self._unsubscribe()
+        if self._unsubscribe is not None:
+            self._unsubscribe()
+            self._unsubscribe = None
         self._kick.set()  # idle workers wake up and leave
         for task in list(self._cancellable):
             task.cancel()
@@ -451,15 +453,14 @@ class Runner:
 
     async def sync_approvals(self) -> None:
         """Keep ``Action`` = the waiting requests; a deleted request is "ignored" (its run resumes).
-        Requests past ``[approvals] expires`` expire, those past ``remind_after`` get a reminder."""
+        Requests past ``[approvals] expires`` expire, those past ``remind_after`` get a reminder.
+        A run resumed by either is announced by the store (``RunQueued``), which wakes the workers."""
         async with self._action_lock:
-            expired, reminded = await expire_and_remind(self.store, self.blobs, self._mails, self.config,
-                                                        now=self.clock())
+            _, reminded = await expire_and_remind(self.store, self.blobs, self._mails, self.config,
+                                                  now=self.clock())
             if reminded:
                 await self._filer.run()
-            if await sync_action_folder(self.store, self.mailbox, self.blobs,
-                                        owner=self.config.account.address) or expired:
-                self.wake()
+            await sync_action_folder(self.store, self.mailbox, self.blobs, owner=self.config.account.address)
 
 
 def _idempotent(toolbox: Toolbox, name: str) -> bool:

@@ -44,7 +44,7 @@ class Scheduler:
     check_every: float = CHECK_EVERY
     _poke: asyncio.Event = field(default_factory=asyncio.Event)
     _task: asyncio.Task[None] | None = None
-    _unsubscribe: Callable[[], None] = lambda: None
+    _unsubscribe: Callable[[], None] | None = None
     _version: int | None = None
     _planned: str | None = None
     """the earliest due time the current sleep was planned with"""
@@ -58,7 +58,9 @@ class Scheduler:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
-        self._unsubscribe()
+        if self._unsubscribe is not None:
+            self._unsubscribe()
+            self._unsubscribe = None
         if self._task is not None:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
