@@ -99,3 +99,23 @@ async def test_follow_works_once_a_burst_and_finishes_asked_work_when_left(store
             await add_task(store, f"more {n}")
         release.set()
     assert done == [1, 4]  # one pass for the burst, done before leaving returned
+
+
+async def test_a_writer_cancelled_while_it_commits_still_publishes_what_it_committed(store: Store) -> None:
+    published = asyncio.Event()
+    store.events.subscribe(MessageAdded, lambda _: published.set())
+    in_commit = asyncio.Event()
+
+    async def writer() -> None:
+        async with store.write() as db:
+            thread = await create_thread(db, subject="cut off", agent="bot@pizzamail.localhost")
+            await add_message(db, thread, new_message("cut off"))
+            in_commit.set()  # nothing yields from here to the commit's await: the test runs there
+
+    task = asyncio.create_task(writer())
+    await in_commit.wait()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    await asyncio.wait_for(published.wait(), 10)
+    assert [r["subject"] for r in await store.fetchall("SELECT subject FROM messages")] == ["cut off"]

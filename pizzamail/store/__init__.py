@@ -17,7 +17,7 @@ from typing import Any
 
 import aiosqlite
 
-from pizzamail.store.events import Events, collecting
+from pizzamail.store.events import CommitEvent, Events, collecting
 from pizzamail.store.migrations import migrate
 
 
@@ -83,8 +83,19 @@ class Store:
                 except BaseException:
                     await asyncio.shield(db.rollback())
                     raise
-                await asyncio.shield(db.commit())
-            self.events.publish(changes)
+                await self._commit(db, changes)
+
+    async def _commit(self, db: aiosqlite.Connection, changes: list[CommitEvent]) -> None:
+        """A commit whose caller is cancelled meanwhile still happens, so its events are published
+        when it is done (before the caller resumes, when it is not cancelled)."""
+        commit = asyncio.ensure_future(db.commit())
+
+        def committed(done: asyncio.Future[None]) -> None:
+            if not done.cancelled() and done.exception() is None:
+                self.events.publish(changes)
+
+        commit.add_done_callback(committed)
+        await asyncio.shield(commit)
 
     async def fetchall(self, sql: str, params: Iterable[Any] = ()) -> list[aiosqlite.Row]:
         """All rows of one query, read to the end in one step of the reader's thread.
