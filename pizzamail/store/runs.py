@@ -9,6 +9,7 @@ from typing import Any
 import aiosqlite
 
 from pizzamail.store import Store, now
+from pizzamail.store.events import RunQueued, record
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -56,6 +57,7 @@ async def create_run(
         "UPDATE threads SET status = 'queued', updated_at = ? WHERE id = ?", (now(), thread_id)
     )
     assert cursor.lastrowid is not None
+    record(db, RunQueued(run=cursor.lastrowid, thread=thread_id))
     return cursor.lastrowid
 
 

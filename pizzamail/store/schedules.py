@@ -8,6 +8,7 @@ from typing import Any
 import aiosqlite
 
 from pizzamail.store import Store, now
+from pizzamail.store.events import ScheduleChanged, record
 
 _LIST = (
     "SELECT s.*, (SELECT o.status || coalesce(' (run ' || o.run_id || ': ' || r.status || ')', '')"
@@ -89,6 +90,7 @@ async def save_schedule(store: Store, new: NewSchedule) -> Schedule:
             (new.name, new.cron, new.tz, new.prompt, new.catch_up, new.source, new.thread_id,
              new.next_due, int(new.enabled), now()),
         )
+        record(db, ScheduleChanged(name=new.name))
     found = await find_schedule(store, new.name)
     assert found is not None  # just written
     return found
@@ -97,6 +99,7 @@ async def save_schedule(store: Store, new: NewSchedule) -> Schedule:
 async def remove_schedule(store: Store, name: str) -> bool:
     async with store.write() as db:
         cursor = await db.execute("DELETE FROM schedules WHERE name = ?", (name,))
+        record(db, ScheduleChanged(name=name))
         return cursor.rowcount > 0
 
 

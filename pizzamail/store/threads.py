@@ -10,6 +10,7 @@ import aiosqlite
 
 from pizzamail.mail.ids import bare
 from pizzamail.store import Store, now
+from pizzamail.store.events import MessageAdded, record
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -97,6 +98,8 @@ async def add_message(db: aiosqlite.Connection, thread_id: int, msg: NewMessage)
          msg.folder, msg.flags, now()),
     )
     assert cursor.lastrowid is not None
+    record(db, MessageAdded(message=cursor.lastrowid, thread=thread_id, folder=msg.folder,
+                            direction=msg.direction, kind=msg.kind))
     return cursor.lastrowid
 
 

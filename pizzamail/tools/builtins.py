@@ -17,7 +17,6 @@ import hashlib
 import logging
 import os
 import re
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -61,13 +60,9 @@ class Builtins:
     composer: Composer
     sender: str
     """the agent's address, the From of progress mails"""
-    file_mail: Callable[[], Awaitable[object]] | None = None
-    """files committed mail into the Maildir (the service's one Filer)"""
     memory_file: Path | None = None
     """``memory.md``: the memory as a file the user can read"""
     max_file_bytes: int = 10 * 1024 * 1024
-    schedules_changed: Callable[[], None] = lambda: None
-    """called after schedule_task saved a schedule (the service pokes its scheduler)"""
 
     def offer(self, scope: RunScope) -> Offer:
         return Offer(tools=[
@@ -79,8 +74,7 @@ class Builtins:
             Offered(tool=Recall(owner=self), policy="auto"),
             # idempotent: the call is an upsert, so one a crash left unknown is simply made again
             Offered(tool=ScheduleTask(store=self.store, thread_id=scope.thread_id,
-                                      agent_tz=self.composer.config.agent.timezone,
-                                      changed=self.schedules_changed),
+                                      agent_tz=self.composer.config.agent.timezone),
                     policy="ask", never_auto=True, idempotent=True),
         ])
 
@@ -116,8 +110,6 @@ class PostProgress:
         async with o.store.write() as db:
             await add_mail(db, scope.thread_id, message_row(mail, blob, kind="progress", sender=o.sender,
                                                             run_id=scope.run_id), once=True)
-        if o.file_mail is not None:
-            await o.file_mail()
         return ToolResult(text="the progress note was sent")
 
 

@@ -69,8 +69,6 @@ class ScheduleTask:
     """the thread the call was made in: every occurrence continues it"""
     agent_tz: str = ""
     """``[agent] timezone``: the zone when the call names none ('' = this machine's)"""
-    changed: Callable[[], None] = lambda: None
-    """tells the running scheduler to look at the schedules again"""
     clock: Callable[[], datetime] = utcnow
     spec = SPEC
 
@@ -98,7 +96,6 @@ class ScheduleTask:
             return found
         name = str(arguments["name"])
         saved = await save_schedule(self.store, self._new(name, found))
-        self.changed()
         next_due = local_time(saved.next_due, saved.tz)
         return ToolResult(text=f"scheduled {name}: next occurrence {next_due} (cron \"{saved.cron}\");"
                                " each occurrence continues this thread")

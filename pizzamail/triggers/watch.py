@@ -19,7 +19,6 @@ import dataclasses
 import logging
 import random
 import ssl
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -70,7 +69,6 @@ class Watcher:
     config: Config
     secrets: SecretStore
     tls: ssl.SSLContext | None
-    on_posted: Callable[[], None]
     poll_seconds: float = POLL_SECONDS
     timeout: float = 30.0
     _problem: str | None = None
@@ -147,7 +145,6 @@ class Watcher:
         if posted is None:
             return
         log.info("watch %s: UID %d became run %d", self.name, uid, posted.run_id)
-        self.on_posted()
         if not self.settings.read_only:
             await self._mark_seen(session, uid)
 
@@ -211,26 +208,25 @@ class Watchers:
     blobs: BlobStore
     config: Config
     secrets: SecretStore
-    on_posted: Callable[[], None] = lambda: None
-    """called after a task was stored (the service wakes the runner)"""
     tls: ssl.SSLContext | None = None
     """None: certificates are checked against the system's trusted CAs"""
     poll_seconds: float = POLL_SECONDS
     timeout: float = 30.0
     _tasks: dict[str, asyncio.Task[None]] = field(default_factory=dict)
 
-    async def start(self) -> None:
+    async def __aenter__(self) -> Watchers:
         for name, settings in sorted(self.config.watches.items()):
             if not settings.enabled:
                 continue
             watcher = Watcher(name=name, settings=settings, store=self.store, blobs=self.blobs,
                               config=self.config, secrets=self.secrets, tls=self.tls,
-                              on_posted=self.on_posted, poll_seconds=self.poll_seconds, timeout=self.timeout)
+                              poll_seconds=self.poll_seconds, timeout=self.timeout)
             self._tasks[name] = asyncio.create_task(watcher.run(), name=f"pizzamail-watch-{name}")
             log.info("watch %s: %s@%s:%d/%s (%s)", name, settings.user, settings.host, settings.port,
                      settings.folder, "read-only" if settings.read_only else "marks mail seen")
+        return self
 
-    async def stop(self) -> None:
+    async def __aexit__(self, *exc: object) -> None:
         """Cancel every watch; each logs out of its server on the way (bounded)."""
         tasks = list(self._tasks.items())
         self._tasks.clear()

@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import uvicorn
@@ -64,7 +63,6 @@ class Hooks:
     blobs: BlobStore
     config: Config
     secrets: SecretStore
-    on_stored: Callable[[], None] = lambda: None
     _buckets: dict[str, TokenBucket] = field(default_factory=dict)
 
     async def receive(self, request: Request) -> JSONResponse:
@@ -81,7 +79,6 @@ class Hooks:
             # crash before the answer went out) made the one task this delivery makes
             return JSONResponse({"ok": True, "already_received": True, "run": received.run,
                                  "thread": received.thread}, status_code=200)
-        self.on_stored()
         run_id, thread_id = received
         return JSONResponse({"ok": True, "run": run_id, "thread": thread_id}, status_code=202)
 

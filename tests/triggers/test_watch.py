@@ -25,11 +25,13 @@ from pizzamail.home import Home
 from pizzamail.imap import ImapServer, Limits
 from pizzamail.mail.parse import parse_mail
 from pizzamail.mailbox import Mailbox
+from pizzamail.mailbox.filing import Filer
 from pizzamail.runner import Runner
 from pizzamail.secrets import SecretStore, secret_store
 from pizzamail.service import Service
 from pizzamail.store import Store
 from pizzamail.store.blobs import BlobStore
+from pizzamail.store.events import Follow, MessageAdded
 from pizzamail.store.watches import Handled
 from pizzamail.triggers.post import TriggerMail
 from pizzamail.triggers.watch import probe, retry_delay, watch_rows
@@ -63,6 +65,23 @@ async def test_new_mail_becomes_exactly_one_queued_task(
     assert [r["uid"] for r in handled] == [1, 2] and all(r["run_id"] for r in handled)
     assert handled[0]["message_id"] == f"{abs(hash('Invoice 42 overdue'))}@example.com"
     assert (await w.row())["state"] == "stopped"
+
+
+async def test_a_watched_mail_task_is_in_inbox_as_soon_as_it_is_stored(
+    remote: Remote, store: Store, blobs: BlobStore, secrets: SecretStore, mailbox: Mailbox
+) -> None:
+    """No run works on it here: the filing follows the store's MessageAdded, as in the service."""
+    inbox = await mailbox.folder("INBOX")
+    assert inbox is not None
+    changed = mailbox.change_event(inbox)
+    filing = Follow(events=store.events, kinds=(MessageAdded,), work=Filer(mailbox=mailbox, blobs=blobs).run,
+                    name="filing")
+    async with filing, watching(store, blobs, watch_config(remote), secrets) as w:
+        await w.until_state("watching")
+        await remote.deliver("Invoice 42 overdue", "Please pay invoice 42 by Friday.")
+        await asyncio.wait_for(changed.wait(), 30)
+    [row] = await mailbox.messages(inbox)
+    assert b"Invoice 42 overdue" in mailbox.read(inbox, row)
 
 
 async def test_backlog_before_the_first_connect_is_not_turned_into_tasks(
