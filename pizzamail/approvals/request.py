@@ -26,12 +26,11 @@ from pizzamail.approvals.release import Waiting
 from pizzamail.approvals.shown import explain, shown_arguments
 from pizzamail.composer import Composed, Composer, MailContext
 from pizzamail.mailbox import Mailbox
-from pizzamail.runner.loop import Transcript
-from pizzamail.runner.steps import HeldStep, ToolStep
 from pizzamail.store import Store
 from pizzamail.store.actions import HeldAction
 from pizzamail.store.blobs import BlobStore
 from pizzamail.tools import Toolbox
+from pizzamail.transcript import HeldStep, ToolStep, Transcript
 
 log = logging.getLogger("pizzamail.approvals")
 

@@ -37,9 +37,8 @@ from pizzamail.providers.registry import select_provider
 from pizzamail.providers.types import Message, Provider, Response, ToolCall
 from pizzamail.runner.history import RunContext, history, load_context
 from pizzamail.runner.limits import Limits, run_notes, usage_of
-from pizzamail.runner.loop import Transcript, drive
+from pizzamail.runner.loop import drive
 from pizzamail.runner.outcome import conclude
-from pizzamail.runner.steps import AgentStep, HeldStep, step_from_row
 from pizzamail.runner.workspace import attachments, workspace_for
 from pizzamail.secrets import SecretStore
 from pizzamail.store import Store
@@ -56,6 +55,7 @@ from pizzamail.store.runs import (
 )
 from pizzamail.store.threads import NewMessage
 from pizzamail.tools import Offered, RunScope, Toolbox, ToolRegistry
+from pizzamail.transcript import AgentStep, HeldStep, Transcript, step_from_row
 from pizzamail.triggers.policy import on_outside_content, run_rules
 
 log = logging.getLogger("pizzamail.runner")
