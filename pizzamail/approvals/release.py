@@ -22,11 +22,10 @@ from typing import Literal
 
 import jsonschema
 
-from pizzamail.approvals.ledger import action_for_call, transition
 from pizzamail.approvals.outbox import NO_RELAY, Outbox
 from pizzamail.errors import RunError
 from pizzamail.store import Store
-from pizzamail.store.actions import HeldAction
+from pizzamail.store.actions import HeldAction, action_for_call, transition
 from pizzamail.store.runs import add_step
 from pizzamail.tools import Explained, Toolbox, ToolResult
 from pizzamail.transcript import HeldStep, ToolStep, Transcript

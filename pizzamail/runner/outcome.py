@@ -14,8 +14,9 @@ from collections.abc import Sequence
 
 from pizzamail.composer import Composed
 from pizzamail.store import Store
+from pizzamail.store.actions import set_request
 from pizzamail.store.blobs import BlobStore
-from pizzamail.store.runs import Run, finish_run
+from pizzamail.store.runs import Run, finish_run, run_status
 from pizzamail.store.threads import NewMessage, add_message, log_event, message_exists, set_thread_status
 from pizzamail.store.usage import record_run_usage
 
@@ -30,9 +31,7 @@ async def conclude(
     data = mail.as_bytes()
     digest = blobs.put(data)  # before the row that names it, so a committed row has its blob
     async with store.write() as db:
-        async with db.execute("SELECT status FROM runs WHERE id = ?", (run.id,)) as cursor:
-            row = await cursor.fetchone()
-        if row is None or row["status"] != "running":
+        if await run_status(db, run.id) != "running":
             return False
         await add_message(db, run.thread_id, NewMessage(
             message_id=mail.message_id, in_reply_to=mail.in_reply_to, refs=mail.references,
@@ -45,8 +44,7 @@ async def conclude(
         await finish_run(db, run, status=status, error=error, model=model)
         await record_run_usage(db, run.id)
         if request_for is not None:  # a reply to this mail routes back to the action by In-Reply-To
-            await db.execute("UPDATE held_actions SET request_message_id = ? WHERE id = ?",
-                             (mail.message_id, request_for))
+            await set_request(db, request_for, mail.message_id)
         if status == "waiting":  # a held action waits for the user's decision, not a failure
             await set_thread_status(db, run.thread_id, "waiting")
         await log_event(db, f"run.{status}", thread_id=run.thread_id, run_id=run.id,

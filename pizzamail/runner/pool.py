@@ -18,13 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from pizzamail.approvals.expiry import expire_and_remind
-from pizzamail.approvals.ledger import (
-    action_for_call,
-    decision_headers,
-    matching_rule,
-    record_release,
-    was_released,
-)
+from pizzamail.approvals.ledger import decision_headers
 from pizzamail.approvals.outbox import DRAFTS_FOLDER, Outbox, draft_id, draft_message
 from pizzamail.approvals.release import Waiting, settle
 from pizzamail.approvals.request import request_mail, sync_action_folder
@@ -42,7 +36,8 @@ from pizzamail.runner.outcome import conclude
 from pizzamail.runner.workspace import attachments, workspace_for
 from pizzamail.secrets import SecretStore
 from pizzamail.store import Store
-from pizzamail.store.actions import HeldAction, NewHeldAction, canonical_json, hold_action
+from pizzamail.store.actions import HeldAction, NewHeldAction, action_for_call, canonical_json, hold_action
+from pizzamail.store.approvals import matching_rule, record_release, was_released
 from pizzamail.store.blobs import BlobStore
 from pizzamail.store.runs import (
     Run,

@@ -12,9 +12,10 @@ from email.message import EmailMessage
 import pytest
 
 from pizzamail.approvals.decide import decide
-from pizzamail.approvals.ledger import apply_decision, pending, rules, transition
+from pizzamail.approvals.ledger import apply_decision, pending
 from pizzamail.approvals.request import request_tag
-from pizzamail.store.actions import canonical_json, held_actions
+from pizzamail.store.actions import canonical_json, held_actions, transition
+from pizzamail.store.approvals import rules
 from tests.approvals.conftest import OWNER, Approvals, reply
 from tests.fakes.openai_server import FakeOpenAI, error, text, tool_call
 from tests.runner.conftest import bot_mails, plain
