@@ -17,7 +17,8 @@ from collections.abc import Callable, Coroutine
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 
-from pizzamail.auth import Accounts, accounts_for, approvers, password_command, without_password
+from pizzamail.approvals import Approvals, Sweep
+from pizzamail.auth import Accounts, accounts_for, password_command, without_password
 from pizzamail.composer import Composer
 from pizzamail.config import Config
 from pizzamail.errors import ConfigError
@@ -104,22 +105,27 @@ class Service:
             log.info("demo data: %d sample message(s) added", await seed_demo_data(mailbox))
         composer = Composer(config=self.config)
         tools = await self._start_tools(stack, store, blobs, composer, filer)
+        approvals = Approvals(store=store, blobs=blobs, mailbox=mailbox, config=self.config,
+                              composer=composer, file_mail=filer.run, secrets=self.secrets)
         runner = Runner(
             store=store, mailbox=mailbox, blobs=blobs, config=self.config, secrets=self.secrets,
             filer=filer.run, composer=composer, tools=tools, workspaces=self.home.root / "workspaces",
+            approvals=approvals,
         )
+        sweep = Sweep(approvals=approvals, on_decided=runner.wake)
         # before IMAP serves: a request copy a crash left unrecorded is recorded before the user
         # can delete it (a deletion means "ignore" only for a copy known to have been delivered)
-        await runner.sync_approvals()
+        await sweep.once()
         scheduler = Scheduler(store=store, blobs=blobs, config=self.config, on_fired=runner.wake)
         self._poke_scheduler = scheduler.poke
         await scheduler.prepare()  # before the runner resumes interrupted runs
         await runner.start()
         stack.push_async_callback(runner.stop)
+        await sweep.start(stack)
         await scheduler.start()
         stack.push_async_callback(scheduler.stop)
         stack.push_async_callback(self._drain)
-        smtp_port = await self._start_smtp(stack, store, blobs, filer, runner, composer)
+        smtp_port = await self._start_smtp(stack, store, blobs, filer, runner, sweep)
         server = self.config.server
         imap = await start_imap_server(
             host=server.host, port=server.imap_port, mailbox=mailbox, accounts=self.accounts(),
@@ -162,11 +168,11 @@ class Service:
 
     async def _start_smtp(
         self, stack: AsyncExitStack, store: Store, blobs: BlobStore, filer: Filer, runner: Runner,
-        composer: Composer,
+        sweep: Sweep,
     ) -> int:
         async def file_and_sync() -> None:
             await filer.run()
-            await runner.sync_approvals()  # a decided request leaves the Action folder
+            sweep.poke()  # a decided request leaves the Action folder
 
         def stored(_: Stored) -> None:
             runner.wake()
@@ -177,7 +183,7 @@ class Service:
         handler = IntakeHandler(
             store=store, blobs=blobs, accounts=self.accounts(),
             agents=frozenset({self.config.agent.address.lower()}), domain=self.config.domain,
-            on_stored=stored, composer=composer, approvers=approvers(self.config),
+            on_stored=stored, approvals=sweep.approvals,
         )
         settings = self.config.server
         server = await start_smtp_server(

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import asyncio
 import smtplib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from email.message import EmailMessage
 from email.policy import SMTP as SMTP_POLICY
 from email.utils import make_msgid
@@ -16,7 +17,9 @@ from typing import Any
 
 import pytest
 
-from pizzamail.auth import Accounts, approvers, sender_logins
+from pizzamail.approvals import Approvals as ApprovalService
+from pizzamail.approvals import Sweep
+from pizzamail.auth import Accounts, sender_logins
 from pizzamail.composer import Composer
 from pizzamail.intake.smtp import IntakeHandler, start_smtp_server
 from pizzamail.intake.tasks import Stored
@@ -58,6 +61,12 @@ class Approvals:
     tool: DeleteNote
     port: int
     background: set[asyncio.Task[None]]
+    sweep: Sweep
+    """not started: a test sweeps when it wants to (:meth:`swept`)"""
+
+    async def swept(self) -> None:
+        """One pass of the sweep: expiry, reminders, the Action folder."""
+        await self.sweep.once()
 
     async def filed(self) -> None:
         """Wait for the filing that intake started after its last 250."""
@@ -97,18 +106,25 @@ async def approvals(harness: Harness) -> AsyncIterator[Approvals]:  # noqa: F811
 
 
 @asynccontextmanager
-async def open_approvals(harness: Harness, **runner_options: Any) -> AsyncIterator[Approvals]:  # noqa: F811
-    """The runner and our SMTP intake over ``harness`` (its config decides relay, expiry …)."""
+async def open_approvals(harness: Harness, *, clock: Callable[[], datetime] = lambda: datetime.now(UTC),  # noqa: F811
+                         ) -> AsyncIterator[Approvals]:
+    """The runner and our SMTP intake over ``harness`` (its config decides relay, expiry …), both
+    with one approvals service; ``clock`` is its now (expiry, reminders)."""
     tool, tools = DeleteNote(), ToolRegistry()
     tools.add(tool, policy="ask")
     tools.add(DraftEmail(), policy="ask")
     filer = Filer(mailbox=harness.mailbox, blobs=harness.blobs)
-    runner = harness.runner(tools=tools, filer=filer.run, poll_interval=0.2, **runner_options)
     composer = Composer(config=harness.config)
+    service = ApprovalService(store=harness.store, blobs=harness.blobs, mailbox=harness.mailbox,
+                              config=harness.config, composer=composer, file_mail=filer.run,
+                              secrets=harness.secrets, clock=clock)
+    runner = harness.runner(tools=tools, filer=filer.run, poll_interval=0.2, composer=composer,
+                            approvals=service, clock=clock)
+    sweep = Sweep(approvals=service, on_decided=runner.wake)
 
     async def file_and_sync() -> None:
         await filer.run()
-        await runner.sync_approvals()
+        await sweep.once()
 
     background: set[asyncio.Task[None]] = set()
 
@@ -124,14 +140,13 @@ async def open_approvals(harness: Harness, **runner_options: Any) -> AsyncIterat
                         senders=partial(sender_logins, harness.config, harness.secrets))
     handler = IntakeHandler(
         store=harness.store, blobs=harness.blobs, accounts=accounts,
-        agents=frozenset({BOT}), domain="pizzamail.localhost", on_stored=stored, composer=composer,
-        approvers=approvers(harness.config),
+        agents=frozenset({BOT}), domain="pizzamail.localhost", on_stored=stored, approvals=service,
     )
     server = await start_smtp_server(host="127.0.0.1", port=0, handler=handler, max_size=1 << 20)
     await runner.start()
     try:
         approvals = Approvals(harness=harness, runner=runner, tool=tool, background=background,
-                              port=int(server.sockets[0].getsockname()[1]))
+                              port=int(server.sockets[0].getsockname()[1]), sweep=sweep)
         yield approvals
         await approvals.filed()
     finally:
