@@ -4,8 +4,9 @@ messages.
 A run's conversation is the thread history followed by its steps, so resuming after a crash is
 replaying the step rows (nothing else about a run lives only in memory).
 
-A leaf below approvals and the runner: the runner drives a transcript, approvals settles its held
-calls and shows its evidence; neither needs the other to read one.
+Below tools, approvals and the runner (it needs only the provider's message types): tools return a
+:class:`ToolResult`, the runner drives a transcript, approvals settles its held calls and shows its
+evidence; none of them needs another to read one.
 """
 
 from __future__ import annotations
@@ -16,7 +17,14 @@ from typing import Any, ClassVar
 from pizzamail.errors import RunError
 from pizzamail.providers.types import Message, Response, ToolCall
 from pizzamail.store.runs import Step
-from pizzamail.tools import ToolResult
+
+
+@dataclass(frozen=True, kw_only=True)
+class ToolResult:
+    """What a tool call gave back; ``is_error``: a failure the model can fix (it reads the text)."""
+
+    text: str
+    is_error: bool = False
 
 
 @dataclass(frozen=True, kw_only=True)
