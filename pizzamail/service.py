@@ -1,8 +1,8 @@
 """The running service: every long-lived part in one lifecycle.
 
-Parts start in order inside an ``AsyncExitStack`` (store, mailbox, scheduler, runner, SMTP, IMAP,
-HTTP) and stop in reverse when the stack is left, so a signal or an error leaves nothing running
-and no file half written.
+Parts start in order inside an ``AsyncExitStack`` (store, mailbox, scheduler, runner, approvals
+sweep, SMTP, IMAP, HTTP) and stop in reverse when the stack is left, so a signal or an error leaves
+nothing running and no file half written.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Optional expiry and one reminder for requests nobody decided, checked on the runner's idle poll.
+"""Optional expiry and one reminder for requests nobody decided, checked by the approvals sweep.
 
 Off by default: without ``[approvals] expires`` (or ``[mcp.servers.NAME] expires``) a request waits
 for ever, and without ``remind_after`` no reminder is sent. An expired action is a decision like any

@@ -1,4 +1,7 @@
-"""The store side of approvals: finding the action a reply names, decisions, transitions, rules.
+"""Decisions: finding the action a reply names, what a decision moves, the run it resumes, rules.
+
+The rows are the store's (:mod:`pizzamail.store.actions`, :mod:`pizzamail.store.approvals`); here is
+which decision may move an action where, and what the user is told about it.
 
 States of a held action::
 

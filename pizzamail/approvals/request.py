@@ -3,7 +3,7 @@
 The request goes into the thread (INBOX) like every bot mail; a copy of the same bytes is put into
 ``Action`` and taken out once the action is decided. A copy that vanished while the action still
 waits was deleted by the user: that is "ignore" (the agent is told). The pass that notices this,
-:func:`sync_action_folder`, runs after filing and on the runner's idle poll — the Maildir index in
+:func:`sync_action_folder`, runs after filing and on the sweep's timer — the Maildir index in
 the store is the truth about what the user's client deleted.
 
 A tool that describes its calls (:class:`~pizzamail.tools.Explained`) has that description shown
