@@ -33,7 +33,7 @@ async def test_deliver_is_atomic_crlf_and_assigns_increasing_uids(mailbox: Mailb
     uids = [await mailbox.deliver(inbox, MAIL) for _ in range(3)]
     assert uids == [1, 2, 3]
     rows = await mailbox.messages(inbox)
-    assert mailbox.read(inbox, rows[0]) == MAIL.replace(b"\n", b"\r\n")
+    assert await mailbox.read(inbox, rows[0]) == MAIL.replace(b"\n", b"\r\n")
     assert rows[0].size == len(MAIL.replace(b"\n", b"\r\n"))
     assert os.listdir(mailbox.path(inbox) / "tmp") == []
 
@@ -48,7 +48,7 @@ async def test_every_line_end_is_filed_as_crlf(mailbox: Mailbox, sent: bytes, fi
     assert inbox is not None
     await mailbox.deliver(inbox, sent)
     [row] = await mailbox.messages(inbox)
-    assert mailbox.read(inbox, row) == filed
+    assert await mailbox.read(inbox, row) == filed
 
 
 async def test_flags_rename_file_and_keywords_persist(mailbox: Mailbox) -> None:
@@ -133,7 +133,8 @@ async def test_demo_data_seeds_once(mailbox: Mailbox) -> None:
     assert inbox is not None
     rows = await mailbox.messages(inbox)
     assert any("\\Seen" in r.flags for r in rows) and any("\\Seen" not in r.flags for r in rows)
-    assert all(b"\n" not in mailbox.read(inbox, r).replace(b"\r\n", b"") for r in rows)  # wire form
+    files = [await mailbox.read(inbox, r) or b"\n" for r in rows]
+    assert all(b"\n" not in data.replace(b"\r\n", b"") for data in files)  # wire form
 
 
 async def test_read_header_stops_after_the_header_even_when_it_is_long(mailbox: Mailbox) -> None:
@@ -143,7 +144,8 @@ async def test_read_header_stops_after_the_header_even_when_it_is_long(mailbox: 
     body = b"attachment-bytes " * 20_000
     uid = await mailbox.deliver(inbox, header + b"\r\n" + body)
     [row] = [r for r in await mailbox.messages(inbox) if r.uid == uid]
-    head = mailbox.read_header(inbox, row)
+    head = await mailbox.read_header(inbox, row)
+    assert head is not None
     assert head.startswith(header + b"\r\n")
     assert len(head) < len(header) + 2 + 8192
 

@@ -1,7 +1,7 @@
 """FETCH: rendering the requested items of each message, straight from the stored bytes.
 
-ENVELOPE and BODYSTRUCTURE are computed once per message and cached in the index
-(``mail.envelope`` / ``mail.bodystructure`` hold their wire form), so a client that re-syncs
+ENVELOPE and BODYSTRUCTURE are computed once per message and cached in the mail index (in their
+wire form), so a client that re-syncs
 headers does not make us re-parse every message.
 """
 
@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pizzamail.imap import binary, mime, structure, wire
 from pizzamail.imap.fetchparse import FetchAtt
 from pizzamail.imap.view import View
-from pizzamail.mailbox import MailRow
+from pizzamail.mailbox import Structures
 
 Send = Callable[[bytes], Awaitable[None]]
 _CACHED = ("ENVELOPE", "BODYSTRUCTURE")
@@ -66,13 +66,10 @@ class Fetcher:
     async def _load_cache(self, uids: list[int]) -> None:
         if not uids or not any(a.name in _CACHED for a in self.atts):
             return
-        rows = await self.view.mailbox.store.fetchall(
-            "SELECT uid, envelope, bodystructure FROM mail WHERE folder_id = ? AND uid BETWEEN ? AND ?",
-            (self.view.folder.id, uids[0], uids[-1]),
-        )
-        for r in rows:
-            entry = {"ENVELOPE": r["envelope"], "BODYSTRUCTURE": r["bodystructure"]}
-            self.cache[int(r["uid"])] = {k: bytes(v) for k, v in entry.items() if v is not None}
+        found = await self.view.mailbox.structures(self.view.folder, uids[0], uids[-1])
+        for uid, cached in found.items():
+            entry = {"ENVELOPE": cached.envelope, "BODYSTRUCTURE": cached.bodystructure}
+            self.cache[uid] = {k: v for k, v in entry.items() if v is not None}
 
     def _needs_file(self, uid: int) -> bool:
         cached = self.cache.get(uid, {})
@@ -90,28 +87,19 @@ class Fetcher:
         if not self._needs_file(uid):
             return _Message(b"")
         read = self.view.mailbox.read_header if self._header_only() else self.view.mailbox.read
-        try:
-            return _Message(read(self.view.folder, row))
-        except FileNotFoundError:
+        data = await read(self.view.folder, row)
+        if data is None:
             # Another session changed its flags (so its file name) since we last looked.
-            fresh = await self._reread_row(uid)
+            fresh = await self.view.mailbox.message(self.view.folder, uid)
             if fresh is None:
                 return None
-            return _Message(read(self.view.folder, fresh))
+            self.view.rows[uid] = fresh
+            data = await read(self.view.folder, fresh)
+        return None if data is None else _Message(data)
 
     def _header_only(self) -> bool:
         """Every item can be answered from the message header (a client's header listing)."""
         return all(_from_header(att) for att in self.atts)
-
-    async def _reread_row(self, uid: int) -> MailRow | None:
-        r = await self.view.mailbox.store.fetchone(
-            "SELECT uid, name, subdir, size, internaldate, flags, modseq FROM mail"
-            " WHERE folder_id = ? AND uid = ?", (self.view.folder.id, uid))
-        if r is None:
-            return None
-        row = MailRow(**{**dict(r), "flags": frozenset(r["flags"].split())})
-        self.view.rows[uid] = row
-        return row
 
     def _response(self, uid: int, message: _Message, flags_changed: bool) -> bytes:
         items = [self._item(att, uid, message) for att in self.atts]
@@ -183,13 +171,10 @@ class Fetcher:
     async def _save_cache(self) -> None:
         if not self.computed:
             return
-        columns = {"ENVELOPE": "envelope", "BODYSTRUCTURE": "bodystructure"}
-        async with self.view.mailbox.store.write() as db:
-            for (uid, name), value in self.computed.items():
-                await db.execute(
-                    f"UPDATE mail SET {columns[name]} = ? WHERE folder_id = ? AND uid = ?",
-                    (value, self.view.folder.id, uid),
-                )
+        get = self.computed.get
+        computed = {uid: Structures(envelope=get((uid, "ENVELOPE")),
+                                    bodystructure=get((uid, "BODYSTRUCTURE"))) for uid, _ in self.computed}
+        await self.view.mailbox.save_structures(self.view.folder, computed)
 
 
 _HEADER_TEXTS = ("HEADER", "HEADER.FIELDS", "HEADER.FIELDS.NOT")

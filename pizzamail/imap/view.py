@@ -23,9 +23,7 @@ from dataclasses import dataclass, field
 from pizzamail.errors import ImapError
 from pizzamail.imap import wire
 from pizzamail.imap.reader import SequenceSet
-from pizzamail.mailbox import Folder, Mailbox, MailRow
-
-_ROW_COLUMNS = "uid, name, subdir, size, internaldate, flags, modseq"
+from pizzamail.mailbox import Folder, MailIndex, MailRow
 
 
 @dataclass
@@ -49,7 +47,7 @@ def uid_set(uids: list[int]) -> bytes:
 
 @dataclass
 class View:
-    mailbox: Mailbox
+    mailbox: MailIndex
     folder: Folder
     readonly: bool
     enabled: Extensions = field(default_factory=Extensions)
@@ -66,7 +64,7 @@ class View:
     watch: asyncio.Event | None = None
 
     @classmethod
-    async def open(cls, mailbox: Mailbox, folder: Folder, readonly: bool, enabled: Extensions) -> View:
+    async def open(cls, mailbox: MailIndex, folder: Folder, readonly: bool, enabled: Extensions) -> View:
         view = cls(mailbox, folder, readonly, enabled, modseq=folder.modseq,
                    watch=mailbox.change_event(folder))  # before reading: no change slips by
         for row in await mailbox.messages(folder):
@@ -155,12 +153,11 @@ class View:
         if self.watch is not None and not self.watch.is_set():
             return self._expunges() if expunge_ok else out
         self.watch = self.mailbox.change_event(self.folder)
-        row = await self.mailbox.store.fetchone(
-            "SELECT modseq FROM folders WHERE id = ?", (self.folder.id,))
-        if row is not None and int(row["modseq"]) != self.modseq:
+        modseq = await self.mailbox.modseq(self.folder)
+        if modseq is not None and modseq != self.modseq:
             before = self.exists
-            changed = await self._changed_rows()
-            self.modseq = int(row["modseq"])
+            changed = await self.mailbox.changed_since(self.folder, self.modseq)
+            self.modseq = modseq
             flagged, arrived, keyword_line = self._apply(changed)
             await self._take_recent(arrived)
             await self._find_gone()
@@ -171,13 +168,6 @@ class View:
         elif expunge_ok:
             out += self._expunges()
         return out
-
-    async def _changed_rows(self) -> list[MailRow]:
-        rows = await self.mailbox.store.fetchall(
-            f"SELECT {_ROW_COLUMNS} FROM mail WHERE folder_id = ? AND modseq > ? ORDER BY uid",
-            (self.folder.id, self.modseq),
-        )
-        return [MailRow(**{**dict(r), "flags": frozenset(r["flags"].split())}) for r in rows]
 
     def _apply(self, changed: list[MailRow]) -> tuple[list[int], list[int], list[bytes]]:
         keywords = set(self.keywords)
@@ -197,17 +187,9 @@ class View:
         return flagged, arrived, [self.flag_line()] if self.keywords != keywords else []
 
     async def _find_gone(self) -> None:
-        """Messages expunged by others: a count first; the UID list only when it differs."""
-        if not self.rows:
-            return
-        params = (self.folder.id, self.uids[-1])
-        row = await self.mailbox.store.fetchone(
-            "SELECT count(*) AS n FROM mail WHERE folder_id = ? AND uid <= ?", params)
-        if row is not None and int(row["n"]) >= len(self.rows):
-            return
-        present = await self.mailbox.store.fetchall(
-            "SELECT uid FROM mail WHERE folder_id = ? AND uid <= ?", params)
-        self.note_gone(sorted(set(self.rows) - {int(r["uid"]) for r in present}))
+        """Messages expunged by others."""
+        if self.rows:
+            self.note_gone(sorted(await self.mailbox.vanished(self.folder, self.rows.keys())))
 
     def _expunges(self) -> list[bytes]:
         """``* n EXPUNGE`` for every ghost, highest first so no number needs adjusting; with
