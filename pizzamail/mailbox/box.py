@@ -21,6 +21,7 @@ from typing import Any, ParamSpec, TypeVar
 from pizzamail.errors import FolderError
 from pizzamail.mailbox import maildir
 from pizzamail.mailbox.folders import STANDARD_FOLDERS, check_names
+from pizzamail.mailbox.index import ChangeEvents
 from pizzamail.store import Store
 from pizzamail.store import mailindex as index
 from pizzamail.store.mailindex import Counts, Folder, MailRow, NewMail, Structures
@@ -50,7 +51,7 @@ def _whole(change: Callable[P, Coroutine[Any, Any, T]]) -> Callable[P, Coroutine
 class Mailbox:
     root: Path
     store: Store
-    _events: dict[int, asyncio.Event] = field(default_factory=dict)
+    _changes: ChangeEvents = field(default_factory=ChangeEvents)
 
     async def open(self) -> Mailbox:
         for name, special in STANDARD_FOLDERS.items():
@@ -100,7 +101,7 @@ class Mailbox:
         async with self.store.write() as db:
             await index.delete_folder(db, folder.id)
         await asyncio.to_thread(maildir.remove_folder, self.path(folder))
-        self._changed(folder.id)
+        self._changes.changed(folder.id)
 
     @_whole
     async def rename_folder(self, folder: Folder, new_name: str) -> None:
@@ -113,7 +114,7 @@ class Mailbox:
                 await index.rename_folder(db, f.id, name)
             await asyncio.to_thread(self._rename_all, [(self.path(f), self.path(name)) for f, name in moves])
         for f, _ in moves:
-            self._changed(f.id)
+            self._changes.changed(f.id)
 
     def _rename_all(self, moves: list[tuple[Path, Path]]) -> None:
         """Rename directories or files, all or none (the caller's transaction then rolls back): the
@@ -160,12 +161,7 @@ class Mailbox:
 
     def change_event(self, folder: Folder) -> asyncio.Event:
         """An event set at the next change of ``folder`` (take a fresh one after each wake-up)."""
-        return self._events.setdefault(folder.id, asyncio.Event())
-
-    def _changed(self, folder_id: int) -> None:
-        event = self._events.pop(folder_id, None)
-        if event is not None:
-            event.set()
+        return self._changes.event(folder.id)
 
     # -- index entries -----------------------------------------------------------------------
 
@@ -242,7 +238,7 @@ class Mailbox:
         new = NewMail(name=base, subdir=subdir, size=len(data), internaldate=stamp, flags=frozenset(flag_set))
         async with self.store.write() as db:
             [uid] = await index.add_mail(db, folder.id, [new], message_ref=message_ref)
-        self._changed(folder.id)
+        self._changes.changed(folder.id)
         return uid
 
     async def _link(self, folder: Folder, uid: int, message_ref: int | None) -> None:
@@ -285,7 +281,7 @@ class Mailbox:
                        for u, f in todo.items()]
             await asyncio.to_thread(_rename_each, renames)
         if modseq:
-            self._changed(folder.id)
+            self._changes.changed(folder.id)
         return modseq, skipped
 
     @_whole
@@ -298,7 +294,7 @@ class Mailbox:
                 return []
             await index.forget_mail(db, folder.id, [r.uid for r in rows])
             await asyncio.to_thread(_unlink_each, [self.file_path(folder, row) for row in rows])
-        self._changed(folder.id)
+        self._changes.changed(folder.id)
         return [r.uid for r in rows]
 
     @_whole
@@ -322,8 +318,8 @@ class Mailbox:
                 (self.file_path(source, row), self.path(target) / row.subdir
                  / maildir.file_name(name, row.subdir, set(row.flags)))
                 for row, name in zip(rows, names, strict=True)])
-        self._changed(source.id)
-        self._changed(target.id)
+        self._changes.changed(source.id)
+        self._changes.changed(target.id)
         return [(row.uid, new) for row, new in zip(rows, new_uids, strict=True)]
 
     # -- reconciliation ----------------------------------------------------------------------
@@ -349,7 +345,7 @@ class Mailbox:
                 await index.add_mail(db, folder.id, new)
         await self._adopt_flags(folder, files, indexed)
         if new:
-            self._changed(folder.id)
+            self._changes.changed(folder.id)
         return len(new), len(gone)
 
     async def _adopt_flags(
@@ -369,7 +365,7 @@ class Mailbox:
             return
         async with self.store.write() as db:
             await index.write_flags(db, folder.id, await index.bump_modseq(db, folder.id), changes)
-        self._changed(folder.id)
+        self._changes.changed(folder.id)
 
 
 def _missing_is_none(read: Callable[[], bytes]) -> bytes | None:

@@ -11,9 +11,26 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Collection, Iterable
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from pizzamail.store.mailindex import Counts, Folder, MailRow, Structures
+
+
+@dataclass
+class ChangeEvents:
+    """One event per folder, set at its next change: whoever waits (IDLE) takes the event, then
+    looks, so a change right after the look still wakes it."""
+
+    _events: dict[int, asyncio.Event] = field(default_factory=dict)
+
+    def event(self, folder_id: int) -> asyncio.Event:
+        return self._events.setdefault(folder_id, asyncio.Event())
+
+    def changed(self, folder_id: int) -> None:
+        event = self._events.pop(folder_id, None)
+        if event is not None:
+            event.set()
 
 
 class MailIndex(Protocol):
