@@ -1,9 +1,9 @@
 """The selected mailbox as one session sees it: sequence numbers, flags, and what changed since.
 
-Each session keeps its own numbering (RFC 3501 §2.3.1.2) and catches up from the store's index:
-the folder's modseq says whether anything changed at all (one indexed lookup per command), rows
-with a newer modseq are the new or re-flagged messages, and a count says whether any went away
-(only then are the UIDs listed). So a command costs what changed, not what the folder holds.
+Each session keeps its own numbering (RFC 3501 §2.3.1.2) and catches up from the mail index
+(:class:`~pizzamail.mailbox.MailIndex`): the folder's modseq says whether anything changed at all
+(one lookup per command), entries with a newer modseq are the new or re-flagged messages, and the
+index says which of the known UIDs went away. So a command costs what changed, not what the folder holds.
 
 EXPUNGE may not be announced while the client's sequence numbers are in use (during FETCH, STORE,
 SEARCH and COPY by number); until it can be, a vanished message stays in the numbering as a ghost.
