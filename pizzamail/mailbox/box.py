@@ -42,6 +42,8 @@ def _whole(change: Callable[P, Coroutine[Any, Any, T]]) -> Callable[P, Coroutine
             return await asyncio.shield(task)
         except asyncio.CancelledError:
             await asyncio.wait([task])
+            if not task.cancelled():
+                task.exception()  # its failure, if any, is seen: the caller takes the cancellation
             raise
 
     return run
