@@ -59,9 +59,13 @@ class MemoryMailbox:
         return folder
 
     def _box(self, folder: Folder) -> _Box:
+        """The folder's contents; a deleted folder reads as empty, as its index rows would."""
+        return self._boxes.get(folder.id) or _Box(folder)
+
+    def _target(self, folder: Folder) -> _Box:
         box = self._boxes.get(folder.id)
         if box is None:
-            raise FolderError(f"{folder.name} is gone", code="NONEXISTENT")
+            raise FolderError(f"{folder.name} was deleted meanwhile", code="NONEXISTENT")
         return box
 
     # -- folders -----------------------------------------------------------------------------
@@ -171,7 +175,7 @@ class MemoryMailbox:
     async def deliver(
         self, folder: Folder, data: bytes, *, flags: Iterable[str] = (), internaldate: int | None = None,
     ) -> int:
-        box = self._box(folder)
+        box = self._target(folder)
         uid = box.folder.uidnext
         data = maildir.to_crlf(data)
         row = MailRow(uid=uid, name=str(uid), subdir="new", size=len(data),
@@ -220,7 +224,7 @@ class MemoryMailbox:
         return gone
 
     async def move(self, source: Folder, uids: Iterable[int], target: Folder) -> list[tuple[int, int]]:
-        src, dst = self._box(source), self._box(target)
+        src, dst = self._box(source), self._target(target)
         moving = sorted(u for u in set(uids) if u in src.mail)
         if not moving:
             return []

@@ -182,3 +182,18 @@ async def test_mail_delivered_elsewhere_reaches_the_session(t: Transcript) -> No
     await t.say(b"s SELECT INBOX")
     await t.index.deliver(await _inbox(t.index), MAILS[0], internaldate=DAY)
     assert await t.say(b"n NOOP") == [b"* 4 EXISTS\r\n", b"* 1 RECENT\r\n", b"n OK NOOP completed\r\n"]
+
+
+async def test_folders_are_made_listed_counted_renamed_and_deleted(t: Transcript) -> None:
+    assert await t.say(b"c CREATE Work") == [b"c OK CREATE completed\r\n"]
+    assert await t.say(b"c CREATE Work/2024") == [b"c OK CREATE completed\r\n"]
+    await t.index.deliver(await _inbox(t.index), MAILS[0], internaldate=DAY)
+    assert await t.say(b"s STATUS INBOX (MESSAGES UNSEEN RECENT UIDNEXT)") == [
+        b"* STATUS INBOX (MESSAGES 4 UNSEEN 3 RECENT 1 UIDNEXT 5)\r\n", b"s OK STATUS completed\r\n"]
+    assert await t.say(b"r RENAME Work Play") == [b"r OK RENAME completed\r\n"]
+    assert await t.say(b'l LIST "" "Play*"') == [
+        b'* LIST (\\HasChildren) "/" Play\r\n', b'* LIST (\\HasNoChildren) "/" Play/2024\r\n',
+        b"l OK LIST completed\r\n"]
+    assert await t.say(b"d DELETE Play/2024") == [b"d OK DELETE completed\r\n"]
+    assert await t.say(b'l LIST "" "Play*"') == [
+        b'* LIST (\\HasNoChildren) "/" Play\r\n', b"l OK LIST completed\r\n"]
