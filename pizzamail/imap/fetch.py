@@ -44,11 +44,11 @@ class Fetcher:
             self.atts = (FetchAtt("UID"), *self.atts)
         marked = await self._mark_seen(uids)
         await self._load_cache(uids)
-        for uid in uids:
-            message = await self._load(uid)
-            if uid not in self.view.rows or message is None:
-                continue  # expunged meanwhile by another session
-            await send(self._response(uid, message, uid in marked))
+        for batch in self.view.batches(uids):
+            for uid, message in zip(batch, await self._load(batch), strict=True):
+                if uid not in self.view.rows or message is None:
+                    continue  # expunged meanwhile by another session
+                await send(self._response(uid, message, uid in marked))
         await self._save_cache()
 
     async def _mark_seen(self, uids: list[int]) -> set[int]:
@@ -80,22 +80,29 @@ class Fetcher:
                 return True
         return False
 
-    async def _load(self, uid: int) -> _Message | None:
-        row = self.view.rows.get(uid)
-        if row is None:
+    async def _load(self, uids: list[int]) -> list[_Message | None]:
+        """The messages of ``uids`` (None: expunged), their files read together."""
+        rows = self.view.rows
+        wanted = [u for u in uids if u in rows and self._needs_file(u)]
+        read = await self.view.mailbox.read_many(self.view.folder, [rows[u] for u in wanted],
+                                                  header_only=self._header_only())
+        found = dict(zip(wanted, read, strict=True))
+        loaded: list[_Message | None] = []
+        for uid in uids:
+            data = found.get(uid, b"" if uid in rows else None)  # b"": answered from the index
+            if uid in found and data is None:
+                data = await self._reread(uid)
+            loaded.append(None if data is None else _Message(data))
+        return loaded
+
+    async def _reread(self, uid: int) -> bytes | None:
+        """Another session changed the message's flags (so its file name) since we last looked."""
+        fresh = await self.view.mailbox.message(self.view.folder, uid)
+        if fresh is None:
             return None
-        if not self._needs_file(uid):
-            return _Message(b"")
-        read = self.view.mailbox.read_header if self._header_only() else self.view.mailbox.read
-        data = await read(self.view.folder, row)
-        if data is None:
-            # Another session changed its flags (so its file name) since we last looked.
-            fresh = await self.view.mailbox.message(self.view.folder, uid)
-            if fresh is None:
-                return None
-            self.view.rows[uid] = fresh
-            data = await read(self.view.folder, fresh)
-        return None if data is None else _Message(data)
+        self.view.rows[uid] = fresh
+        [data] = await self.view.mailbox.read_many(self.view.folder, [fresh], header_only=self._header_only())
+        return data
 
     def _header_only(self) -> bool:
         """Every item can be answered from the message header (a client's header listing)."""

@@ -114,17 +114,24 @@ class Searcher:
         self._sets: dict[SetKey, set[int]] = {}
 
     async def run(self, key: SearchKey) -> list[int]:
-        """The matching live UIDs, ascending."""
+        """The matching live UIDs, ascending: first by what the index says, then, for the
+        messages that leaves in question, by their bytes, read a batch at a time."""
         live = [u for u in self.view.uids if u in self.view.rows]
-        return [u for u in live if await self._test(key, u)]
-
-    async def _test(self, key: SearchKey, uid: int) -> bool:
-        try:
-            return self.matches(key, _Candidate(uid))
-        except _NeedsBytes:
-            data = await self.view.mailbox.read(self.view.folder, self.view.rows[uid])
-            # None: renamed or expunged by another session while we searched
-            return self.matches(key, _Candidate(uid, data or b""))
+        found: set[int] = set()
+        pending: list[int] = []
+        for uid in live:
+            try:
+                if self.matches(key, _Candidate(uid)):
+                    found.add(uid)
+            except _NeedsBytes:
+                pending.append(uid)
+        for batch in self.view.batches(pending):
+            read = await self.view.mailbox.read_many(self.view.folder, [self.view.rows[u] for u in batch])
+            for uid, data in zip(batch, read, strict=True):
+                # None: renamed or expunged by another session while we searched
+                if self.matches(key, _Candidate(uid, data or b"")):
+                    found.add(uid)
+        return [u for u in live if u in found]
 
     def matches(self, key: SearchKey, c: _Candidate) -> bool:
         match key:

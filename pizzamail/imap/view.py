@@ -18,12 +18,17 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 from bisect import bisect_left, bisect_right
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from pizzamail.errors import ImapError
 from pizzamail.imap import wire
 from pizzamail.imap.reader import SequenceSet
 from pizzamail.mailbox import Folder, MailIndex, MailRow
+
+#: messages read together by FETCH and SEARCH: few trips to the worker thread, bounded memory
+_BATCH = 256
+_BATCH_BYTES = 4 << 20
 
 
 @dataclass
@@ -119,6 +124,21 @@ class View:
         for a, b in messages.ranges:
             if a and b and max(a, b) > len(self.uids):
                 raise ImapError(f"no message has the number {max(a, b)}", bad=True)
+
+    def batches(self, uids: list[int]) -> Iterator[list[int]]:
+        """``uids`` in runs whose messages are read together (one trip off the event loop each),
+        of at most ``_BATCH`` messages and, but for a single larger one, ``_BATCH_BYTES`` bytes."""
+        batch: list[int] = []
+        size = 0
+        for uid in uids:
+            row = self.rows.get(uid)
+            size += row.size if row is not None else 0
+            if batch and (len(batch) == _BATCH or size > _BATCH_BYTES):
+                yield batch
+                batch, size = [], row.size if row is not None else 0
+            batch.append(uid)
+        if batch:
+            yield batch
 
     def flags(self, uid: int) -> frozenset[str]:
         flags = self.rows[uid].flags

@@ -13,7 +13,7 @@ import asyncio
 import functools
 import os
 import time
-from collections.abc import Callable, Collection, Coroutine, Iterable
+from collections.abc import Callable, Collection, Coroutine, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
@@ -203,11 +203,15 @@ class Mailbox:
         return self.path(folder) / row.subdir / name
 
     async def read(self, folder: Folder, row: MailRow) -> bytes | None:
-        return await asyncio.to_thread(_missing_is_none, self.file_path(folder, row).read_bytes)
+        [data] = await self.read_many(folder, [row])
+        return data
 
-    async def read_header(self, folder: Folder, row: MailRow) -> bytes | None:
-        path = self.file_path(folder, row)
-        return await asyncio.to_thread(_missing_is_none, functools.partial(maildir.read_header, path))
+    async def read_many(
+        self, folder: Folder, rows: Sequence[MailRow], *, header_only: bool = False
+    ) -> list[bytes | None]:
+        paths = [self.file_path(folder, row) for row in rows]
+        read = maildir.read_header if header_only else Path.read_bytes
+        return await asyncio.to_thread(_read_all, paths, read)
 
     # -- changes -----------------------------------------------------------------------------
 
@@ -370,11 +374,14 @@ class Mailbox:
         self._changes.changed(folder.id)
 
 
-def _missing_is_none(read: Callable[[], bytes]) -> bytes | None:
-    try:
-        return read()
-    except FileNotFoundError:  # renamed (re-flagged) or expunged by another session
-        return None
+def _read_all(paths: list[Path], read: Callable[[Path], bytes]) -> list[bytes | None]:
+    found: list[bytes | None] = []
+    for path in paths:
+        try:
+            found.append(read(path))
+        except FileNotFoundError:  # renamed (re-flagged) or expunged by another session
+            found.append(None)
+    return found
 
 
 def _rename_each(moves: list[tuple[Path, Path]]) -> None:

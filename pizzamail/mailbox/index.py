@@ -10,7 +10,7 @@ polling.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -114,8 +114,11 @@ class MailIndex(Protocol):
         """The message; None when ``row`` is out of date (re-flagged or expunged meanwhile)."""
         ...
 
-    async def read_header(self, folder: Folder, row: MailRow) -> bytes | None:
-        """At least the message's header (a header listing needs no attachment); None as for ``read``."""
+    async def read_many(
+        self, folder: Folder, rows: Sequence[MailRow], *, header_only: bool = False
+    ) -> list[bytes | None]:
+        """The messages of ``rows`` in one go (one trip off the event loop), or with ``header_only``
+        at least their headers (a header listing needs no attachment); None as for ``read``."""
         ...
 
     # -- changes ------------------------------------------------------------------------------

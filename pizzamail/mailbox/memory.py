@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import time
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from pizzamail.errors import FolderError
@@ -167,8 +167,10 @@ class MemoryMailbox:
         found = self._box(folder).mail.get(row.uid)
         return None if found is None else found[1]
 
-    async def read_header(self, folder: Folder, row: MailRow) -> bytes | None:
-        return await self.read(folder, row)
+    async def read_many(
+        self, folder: Folder, rows: Sequence[MailRow], *, header_only: bool = False
+    ) -> list[bytes | None]:
+        return [await self.read(folder, row) for row in rows]
 
     # -- changes -----------------------------------------------------------------------------
 

@@ -5,7 +5,7 @@ Each transcript also runs over the Maildir mailbox ``serve`` uses: the two answe
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 
 import pytest
@@ -14,7 +14,7 @@ from pizzamail.auth import Accounts
 from pizzamail.guard import Gate, Visitor
 from pizzamail.imap.commands import COMMANDS
 from pizzamail.imap.session import Limits, Session, Shared
-from pizzamail.mailbox import Folder, Mailbox, MailIndex
+from pizzamail.mailbox import Folder, Mailbox, MailIndex, MailRow
 from pizzamail.mailbox.memory import MemoryMailbox
 
 ACCOUNTS = Accounts(user="me", password="pw", addresses=frozenset({"me@pizzamail.localhost"}))
@@ -197,3 +197,26 @@ async def test_folders_are_made_listed_counted_renamed_and_deleted(t: Transcript
     assert await t.say(b"d DELETE Play/2024") == [b"d OK DELETE completed\r\n"]
     assert await t.say(b'l LIST "" "Play*"') == [
         b'* LIST (\\HasNoChildren) "/" Play\r\n', b"l OK LIST completed\r\n"]
+
+
+async def test_fetch_and_search_read_files_a_batch_at_a_time(
+    t: Transcript, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    inbox = await _inbox(t.index)
+    for _ in range(297):
+        await t.index.deliver(inbox, MAILS[0], internaldate=DAY)
+    reads: list[int] = []
+    read_many = t.index.read_many
+
+    async def counted(
+        folder: Folder, rows: Sequence[MailRow], *, header_only: bool = False
+    ) -> list[bytes | None]:
+        reads.append(len(rows))
+        return await read_many(folder, rows, header_only=header_only)
+
+    monkeypatch.setattr(t.index, "read_many", counted)
+    await t.say(b"s SELECT INBOX")
+    lines = await t.say(b"f FETCH 1:* (BODY.PEEK[HEADER.FIELDS (SUBJECT)])")
+    assert sum(line.startswith(b"* ") for line in lines) == 300
+    assert await t.say(b"g SEARCH SEEN BODY numbers") == [b"* SEARCH 2\r\n", b"g OK SEARCH completed\r\n"]
+    assert reads == [256, 44, 1]  # one trip per 256 messages; SEARCH reads only the one that is \Seen
