@@ -210,8 +210,7 @@ class Mailbox:
         self, folder: Folder, rows: Sequence[MailRow], *, header_only: bool = False
     ) -> list[bytes | None]:
         paths = [self.file_path(folder, row) for row in rows]
-        read = maildir.read_header if header_only else Path.read_bytes
-        return await asyncio.to_thread(_read_all, paths, read)
+        return await asyncio.to_thread(maildir.read_files, paths, header_only=header_only)
 
     # -- changes -----------------------------------------------------------------------------
 
@@ -285,7 +284,7 @@ class Mailbox:
             renames = [(self.file_path(folder, current[u]),
                         self.path(folder) / "cur" / maildir.file_name(current[u].name, "cur", set(f)))
                        for u, f in todo.items()]
-            await asyncio.to_thread(_rename_each, renames)
+            await asyncio.to_thread(maildir.rename_each, renames)
         if modseq:
             self._changes.changed(folder.id)
         return modseq, skipped
@@ -299,7 +298,7 @@ class Mailbox:
             if not rows:
                 return []
             await index.forget_mail(db, folder.id, [r.uid for r in rows])
-            await asyncio.to_thread(_unlink_each, [self.file_path(folder, row) for row in rows])
+            await asyncio.to_thread(maildir.unlink_each, [self.file_path(folder, row) for row in rows])
         self._changes.changed(folder.id)
         return [r.uid for r in rows]
 
@@ -372,27 +371,6 @@ class Mailbox:
         async with self.store.write() as db:
             await index.write_flags(db, folder.id, await index.bump_modseq(db, folder.id), changes)
         self._changes.changed(folder.id)
-
-
-def _read_all(paths: list[Path], read: Callable[[Path], bytes]) -> list[bytes | None]:
-    found: list[bytes | None] = []
-    for path in paths:
-        try:
-            found.append(read(path))
-        except FileNotFoundError:  # renamed (re-flagged) or expunged by another session
-            found.append(None)
-    return found
-
-
-def _rename_each(moves: list[tuple[Path, Path]]) -> None:
-    for src, dst in moves:
-        if src != dst:
-            os.rename(src, dst)
-
-
-def _unlink_each(paths: list[Path]) -> None:
-    for path in paths:
-        path.unlink(missing_ok=True)
 
 
 def _stat_all(folder: Path, found: list[tuple[str, str, str]]) -> list[NewMail]:

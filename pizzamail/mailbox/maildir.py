@@ -148,6 +148,29 @@ def scan(folder: Path) -> dict[str, tuple[str, str]]:
     return found
 
 
+def read_files(paths: list[Path], *, header_only: bool = False) -> list[bytes | None]:
+    """Each file's bytes (or, with ``header_only``, at least its header); None for a file gone:
+    renamed (re-flagged) or removed by another session since its name was looked up."""
+    found: list[bytes | None] = []
+    for path in paths:
+        try:
+            found.append(read_header(path) if header_only else path.read_bytes())
+        except FileNotFoundError:
+            found.append(None)
+    return found
+
+
+def rename_each(moves: list[tuple[Path, Path]]) -> None:
+    for src, dst in moves:
+        if src != dst:
+            os.rename(src, dst)
+
+
+def unlink_each(paths: list[Path]) -> None:
+    for path in paths:
+        path.unlink(missing_ok=True)
+
+
 def read_header(path: Path) -> bytes:
     """The start of the file, up to at least the blank line that ends the header: what a header
     listing needs, without reading attachments."""
