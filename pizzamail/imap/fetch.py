@@ -1,8 +1,8 @@
 """FETCH: rendering the requested items of each message, straight from the stored bytes.
 
 ENVELOPE and BODYSTRUCTURE are computed once per message and cached in the mail index (in their
-wire form), so a client that re-syncs
-headers does not make us re-parse every message.
+wire form), so a client that re-syncs headers does not make us re-parse every message. Message
+files are read a batch at a time, off the event loop.
 """
 
 from __future__ import annotations
