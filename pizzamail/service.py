@@ -20,7 +20,7 @@ from collections.abc import Callable
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 
-from pizzamail.approvals import Approvals, Sweep
+from pizzamail.approvals.service import Approvals, Sweep
 from pizzamail.auth import Accounts, accounts_for, password_command, without_password
 from pizzamail.composer import Composer
 from pizzamail.config import Config

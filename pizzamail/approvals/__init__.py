@@ -1,8 +1,10 @@
 """Approvals: held actions, their request mails, the user's decisions and exactly-once release.
 
-The runner and intake call one service, :class:`Approvals`; :class:`Sweep` is its long-lived part
-(expiry, reminders and the ``Action`` folder, on a timer of its own). Inside:
+The runner and intake call one service, :class:`service.Approvals`; :class:`service.Sweep` is its
+long-lived part (expiry, reminders and the ``Action`` folder, on a timer of its own). This module
+imports nothing, so `pizzamail approvals` reads the ledger without loading the mail composer.
 
+- :mod:`service` the one service the runner and intake call, and its sweep
 - :mod:`decide`  pure: which action a reply names and what it decides
 - :mod:`reading` pure: which words of a reply the user wrote (quotes, signatures, HTML set aside)
 - :mod:`markup`  pure: an HTML reply as a reader sees it (hidden and struck-out text marked)
@@ -15,9 +17,3 @@ The runner and intake call one service, :class:`Approvals`; :class:`Sweep` is it
 - :mod:`request` the request mail, and ``Action`` as the queue of waiting requests
 - :mod:`expiry`  optional expiry and one reminder
 """
-
-from pizzamail.approvals.outbox import DRAFTS_FOLDER, draft_id, draft_message
-from pizzamail.approvals.release import Waiting
-from pizzamail.approvals.service import Approvals, Sweep
-
-__all__ = ["DRAFTS_FOLDER", "Approvals", "Sweep", "Waiting", "draft_id", "draft_message"]

@@ -30,7 +30,7 @@ from pizzamail.approvals.intake import (
     send_decision,
 )
 from pizzamail.approvals.ledger import decision_headers
-from pizzamail.approvals.outbox import Outbox
+from pizzamail.approvals.outbox import DRAFTS_FOLDER, Outbox, draft_message
 from pizzamail.approvals.release import Waiting, settle
 from pizzamail.approvals.request import request_mail, sync_action_folder
 from pizzamail.auth import approvers
@@ -47,6 +47,8 @@ from pizzamail.store.approvals import matching_rule, record_release, was_release
 from pizzamail.store.blobs import BlobStore
 from pizzamail.tools import Offered, Toolbox
 from pizzamail.transcript import HeldStep, Transcript
+
+__all__ = ["DRAFTS_FOLDER", "Approvals", "Sweep", "Waiting", "draft_message"]
 
 log = logging.getLogger("pizzamail.approvals")
 

@@ -23,7 +23,7 @@ from typing import Any
 
 from aiosmtpd.smtp import MISSING, SMTP, AuthResult, Envelope, LoginPassword, Session
 
-from pizzamail.approvals import Approvals
+from pizzamail.approvals.service import Approvals
 from pizzamail.auth import Accounts, Login
 from pizzamail.errors import PizzamailError, SmtpRefusal
 from pizzamail.guard import Gate, TokenBucket, Visitor

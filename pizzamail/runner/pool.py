@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from pizzamail.approvals import DRAFTS_FOLDER, Approvals, Waiting, draft_message
+from pizzamail.approvals.service import DRAFTS_FOLDER, Approvals, Waiting, draft_message
 from pizzamail.composer import Composed, Composer, MailContext
 from pizzamail.config import Config
 from pizzamail.errors import PizzamailError, ProviderNotConfigured, RunError

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from pizzamail.approvals import Approvals as ApprovalService
+from pizzamail.approvals.service import Approvals as ApprovalService
 from pizzamail.auth import Accounts, sender_logins
 from pizzamail.composer import Composer
 from pizzamail.intake.smtp import IntakeHandler, start_smtp_server

@@ -6,8 +6,8 @@ from __future__ import annotations
 import asyncio
 from datetime import UTC, datetime, timedelta
 
-from pizzamail.approvals import Sweep
 from pizzamail.approvals.ledger import pending
+from pizzamail.approvals.service import Sweep
 from pizzamail.config import ApprovalsSettings
 from pizzamail.store.actions import held_actions
 from pizzamail.store.events import RunQueued
