@@ -6,6 +6,10 @@
     ├── SmtpRefusal           an SMTP command refused with a specific code (550, 552, 535 …)
     ├── ImapError             an IMAP command that fails: tagged NO (or BAD when ``bad`` is set)
     ├── HttpRefusal           an HTTP request refused (a webhook delivery): a 4xx status and a JSON reason
+    ├── Unavailable           a failure that may pass (database busy, disk full): try again later
+    ├── HomeInUse             ``serve`` on a home another ``serve`` holds (names its pid)
+    ├── HomeUnusable          a home folder that cannot be made, read or written
+    ├── PortUnavailable       a ``[server]`` port that cannot be listened on (names the key and port)
     ├── FolderError           a folder that cannot be made or renamed as asked (a name the file
     │                         system cannot hold, or one already taken); carries its IMAP code
     ├── ProviderError         a model provider failed; ``retryable`` says whether trying again may help
@@ -19,6 +23,10 @@ decides where its rendering goes.
 """
 
 from __future__ import annotations
+
+import errno
+from dataclasses import dataclass, field
+from pathlib import Path
 
 
 class PizzamailError(Exception):
@@ -47,6 +55,22 @@ class PizzamailError(Exception):
 
     def imap_response(self, tag: bytes) -> bytes:
         return tag + b" NO " + _imap_text(self.message) + b"\r\n"
+
+    def http_response(self) -> HttpResponse:
+        # the caller of a webhook is not the owner: what went wrong inside is for the log only
+        return HttpResponse(500, "internal error (the details are in pizzamail's log)")
+
+
+@dataclass(frozen=True)
+class HttpResponse:
+    """An error as an HTTP answer; the web app sends ``body()`` as JSON."""
+
+    status: int
+    error: str
+    headers: dict[str, str] = field(default_factory=dict)
+
+    def body(self) -> dict[str, object]:
+        return {"ok": False, "error": self.error}
 
 
 def _imap_text(text: str) -> bytes:
@@ -122,8 +146,80 @@ class HttpRefusal(PizzamailError):
         self.status = status
         self.detail = detail
 
-    def http_body(self) -> dict[str, object]:
-        return {"ok": False, "error": self.message}
+    def http_response(self) -> HttpResponse:
+        return HttpResponse(self.status, self.message)
+
+
+class Unavailable(PizzamailError):
+    """A failure that may pass (the database held by another program, a full disk): the client is
+    told to try again later, its request is not refused. What failed goes to the log, not the wire."""
+
+    def __init__(self, message: str = "pizzamail cannot take this just now; try again later") -> None:
+        super().__init__(message)
+
+    def imap_response(self, tag: bytes) -> bytes:
+        return ImapError(self.message, code="UNAVAILABLE").imap_response(tag)
+
+    def http_response(self) -> HttpResponse:
+        return HttpResponse(503, self.message, {"Retry-After": str(RETRY_AFTER)})
+
+
+#: seconds an HTTP client is asked to wait before trying again (the store waits 10 s for a lock)
+RETRY_AFTER = 30
+
+_SQLITE_TRANSIENT = {5, 6, 10, 13}
+"""SQLITE_BUSY, SQLITE_LOCKED, SQLITE_IOERR, SQLITE_FULL: the database is held or the disk failed"""
+
+
+def transient(error: BaseException) -> bool:
+    """Whether ``error`` is the machine's rather than the request's (a database held by another
+    process, a full disk, memory short), so that the same request may succeed later.
+
+    A database error is known by its result code (read without importing the driver)."""
+    code = getattr(error, "sqlite_errorcode", None)
+    if isinstance(code, int):
+        return code & 0xFF in _SQLITE_TRANSIENT
+    return isinstance(error, (OSError, MemoryError))
+
+
+class HomeInUse(PizzamailError):
+    """Another ``serve`` holds the home: two would file the same mail and resume each other's runs."""
+
+    def __init__(self, root: Path, pid: int | None) -> None:
+        holder = f"pid {pid}" if pid else "another process"
+        super().__init__(f"pizzamail is already serving {root} ({holder}); stop it first, or pass"
+                         " another --home")
+        self.pid = pid
+
+
+class HomeUnusable(PizzamailError):
+    """The home folder (or a file pizzamail must keep in it) cannot be made, read or written."""
+
+    def __init__(self, path: Path, error: OSError) -> None:
+        if isinstance(error, (FileExistsError, NotADirectoryError)):
+            why = "a file is in the way of a folder"
+        else:
+            why = (error.strerror or type(error).__name__).lower()
+        super().__init__(f"cannot use {path} for pizzamail's home: {why}; fix that, or pass another"
+                         " --home")
+        self.path = path
+
+
+class PortUnavailable(PizzamailError):
+    """A ``[server]`` port cannot be listened on: in use, privileged, or the host is not this machine's."""
+
+    def __init__(self, key: str, host: str, port: int, error: OSError) -> None:
+        where = f"port {port} for [server] {key}"
+        if error.errno == errno.EADDRINUSE:
+            message = f"{where} is in use by another program; pick a free one in config.toml"
+        elif error.errno == errno.EACCES:
+            message = f"{where} needs privileges pizzamail does not have; pick one above 1023 in config.toml"
+        else:
+            message = (f"cannot listen on {host} {where} ({error.strerror}); check [server] host and"
+                       f" {key} in config.toml")
+        super().__init__(message)
+        self.key = key
+        self.port = port
 
 
 class FolderError(PizzamailError):

@@ -2,7 +2,8 @@
 
 Parts start in order inside an ``AsyncExitStack`` (store, mailbox, scheduler, runner, SMTP, IMAP,
 HTTP) and stop in reverse when the stack is left, so a signal or an error leaves nothing running
-and no file half written.
+and no file half written. Every port is bound first: a port taken by another program stops the
+start before the store is opened or a run resumed.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import ipaddress
 import json
 import logging
 import os
+import socket
 import ssl
 from collections.abc import Callable, Coroutine
 from contextlib import AsyncExitStack
@@ -20,7 +22,7 @@ from dataclasses import dataclass, field
 from pizzamail.auth import Accounts, accounts_for, approvers, password_command, without_password
 from pizzamail.composer import Composer
 from pizzamail.config import Config
-from pizzamail.errors import ConfigError
+from pizzamail.errors import ConfigError, PortUnavailable
 from pizzamail.guard import Gate
 from pizzamail.home import Home, write_private
 from pizzamail.imap import start_imap_server
@@ -55,6 +57,16 @@ class Listening:
     http: int = 0
 
 
+@dataclass(frozen=True, kw_only=True)
+class Sockets:
+    """The listening sockets of the ``[server]`` ports, bound before any part starts."""
+
+    smtp: socket.socket
+    imap: socket.socket
+    imaps: socket.socket | None
+    http: socket.socket
+
+
 def is_loopback(host: str) -> bool:
     return ipaddress.ip_address(host).is_loopback
 
@@ -85,14 +97,30 @@ class Service:
     async def run(self, stop: asyncio.Event, ready: Callable[[Listening], None]) -> None:
         check_bind(self.config, self.tls)
         async with AsyncExitStack() as stack:
-            listening = await self._start(stack)
+            listening = await self._start(stack, self._bind(stack))
             self._write_state(listening)
             stack.callback(self.home.state_file.unlink, missing_ok=True)
             ready(listening)
             await stop.wait()
             log.info("stopping")
 
-    async def _start(self, stack: AsyncExitStack) -> Listening:
+    def _bind(self, stack: AsyncExitStack) -> Sockets:
+        return Sockets(smtp=self._listen(stack, "smtp_port"), imap=self._listen(stack, "imap_port"),
+                       imaps=self._listen(stack, "imaps_port") if self.tls else None,
+                       http=self._listen(stack, "http_port"))
+
+    def _listen(self, stack: AsyncExitStack, key: str) -> socket.socket:
+        """A socket listening on the port of ``[server] key`` (closed by the stack if the start fails;
+        once a server serves it, the server closes it)."""
+        host, port = self.config.server.host, int(getattr(self.config.server, key))
+        family = socket.AF_INET6 if ipaddress.ip_address(host).version == 6 else socket.AF_INET
+        try:
+            listener = socket.create_server((host, port), family=family)
+        except OSError as exc:
+            raise PortUnavailable(key, host, port, exc) from None
+        return stack.enter_context(listener)
+
+    async def _start(self, stack: AsyncExitStack, sockets: Sockets) -> Listening:
         store = await stack.enter_async_context(Store(path=self.home.database))
         blobs = BlobStore(root=self.home.blobs)
         mailbox = await Mailbox(root=self.home.maildir, store=store).open()
@@ -119,17 +147,16 @@ class Service:
         await scheduler.start()
         stack.push_async_callback(scheduler.stop)
         stack.push_async_callback(self._drain)
-        smtp_port = await self._start_smtp(stack, store, blobs, filer, runner, composer)
+        smtp_port = await self._start_smtp(stack, store, blobs, filer, runner, composer, sockets.smtp)
         server = self.config.server
         imap = await start_imap_server(
-            host=server.host, port=server.imap_port, mailbox=mailbox, accounts=self.accounts(),
-            tls=self.tls, tls_port=server.imaps_port if self.tls else None, gate=self._gate,
+            sock=sockets.imap, tls_sock=sockets.imaps, mailbox=mailbox, accounts=self.accounts(),
+            tls=self.tls, gate=self._gate,
         )
         stack.push_async_callback(imap.close)
         hooks = Hooks(store=store, blobs=blobs, config=self.config, secrets=self.secrets,
                       on_stored=runner.wake)
-        http = await start_http_server(create_app(hooks), host=server.host, port=server.http_port,
-                                       gate=self._gate)
+        http = await start_http_server(create_app(hooks), sock=sockets.http, gate=self._gate)
         stack.push_async_callback(http.close)
         watchers = Watchers(store=store, blobs=blobs, config=self.config, secrets=self.secrets,
                             on_posted=runner.wake)
@@ -162,7 +189,7 @@ class Service:
 
     async def _start_smtp(
         self, stack: AsyncExitStack, store: Store, blobs: BlobStore, filer: Filer, runner: Runner,
-        composer: Composer,
+        composer: Composer, sock: socket.socket,
     ) -> int:
         async def file_and_sync() -> None:
             await filer.run()
@@ -181,7 +208,7 @@ class Service:
         )
         settings = self.config.server
         server = await start_smtp_server(
-            host=settings.host, port=settings.smtp_port, handler=handler,
+            sock=sock, handler=handler,
             max_size=settings.max_message_size, tls=self.tls,
             require_tls=not is_loopback(settings.host), gate=self._gate,
         )
