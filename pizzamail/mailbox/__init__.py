@@ -120,7 +120,7 @@ class Mailbox:
             if exist_ok:
                 maildir.make_folder(self.path(existing), is_inbox=name == "INBOX")
                 return existing
-            raise FileExistsError(name)
+            raise FolderError(f"{name} already exists", code="ALREADYEXISTS")
         await self._check_names([name])
         try:
             maildir.make_folder(self.path(name), is_inbox=name == "INBOX")
