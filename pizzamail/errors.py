@@ -167,19 +167,40 @@ class Unavailable(PizzamailError):
 #: seconds an HTTP client is asked to wait before trying again (the store waits 10 s for a lock)
 RETRY_AFTER = 30
 
-_SQLITE_TRANSIENT = {5, 6, 10, 13}
-"""SQLITE_BUSY, SQLITE_LOCKED, SQLITE_IOERR, SQLITE_FULL: the database is held or the disk failed"""
+_DB_BUSY = frozenset({5, 6})
+"""SQLITE_BUSY, SQLITE_LOCKED: another connection holds the database (longer than the store waits)"""
+_DB_UNUSABLE = frozenset({3, 8, 11, 14, 26})
+"""SQLITE_PERM, SQLITE_READONLY, SQLITE_CORRUPT, SQLITE_CANTOPEN, SQLITE_NOTADB: not a database
+pizzamail may open and write"""
+_DB_FAILED = frozenset({10, 13})
+"""SQLITE_IOERR, SQLITE_FULL: the disk failed or is full"""
+
+
+def _database_code(error: BaseException) -> int | None:
+    """The primary result code of a database error (None for any other error), read without
+    importing the driver."""
+    code = getattr(error, "sqlite_errorcode", None)
+    return code & 0xFF if isinstance(code, int) else None
 
 
 def transient(error: BaseException) -> bool:
     """Whether ``error`` is the machine's rather than the request's (a database held by another
-    process, a full disk, memory short), so that the same request may succeed later.
-
-    A database error is known by its result code (read without importing the driver)."""
-    code = getattr(error, "sqlite_errorcode", None)
-    if isinstance(code, int):
-        return code & 0xFF in _SQLITE_TRANSIENT
+    process, a full disk, memory short), so that the same request may succeed later."""
+    code = _database_code(error)
+    if code is not None:
+        return code in _DB_BUSY | _DB_FAILED
     return isinstance(error, (OSError, MemoryError))
+
+
+def database_refusal(error: Exception, path: Path) -> PizzamailError | None:
+    """What a database error while opening ``path`` tells the user (None for any other error): the
+    database is held by another program, or is none pizzamail may open and write."""
+    code = _database_code(error)
+    if code in _DB_BUSY:
+        return Unavailable(f"{path} is held by another program; stop it, or try again in a moment")
+    if code in _DB_UNUSABLE:
+        return HomeUnusable(path, error)
+    return None
 
 
 class HomeInUse(PizzamailError):
@@ -193,13 +214,16 @@ class HomeInUse(PizzamailError):
 
 
 class HomeUnusable(PizzamailError):
-    """The home folder (or a file pizzamail must keep in it) cannot be made, read or written."""
+    """The home folder (or a file pizzamail must keep in it) cannot be made, read or written:
+    ``error`` is the file system's or the database's (which says "unable to open database file")."""
 
-    def __init__(self, path: Path, error: OSError) -> None:
+    def __init__(self, path: Path, error: Exception) -> None:
         if isinstance(error, (FileExistsError, NotADirectoryError)):
             why = "a file is in the way of a folder"
-        else:
+        elif isinstance(error, OSError):
             why = (error.strerror or type(error).__name__).lower()
+        else:
+            why = str(error)
         super().__init__(f"cannot use {path} for pizzamail's home: {why}; fix that, or pass another"
                          " --home")
         self.path = path

@@ -97,7 +97,7 @@ def serving(home: Home) -> Iterator[None]:
         home.root.mkdir(mode=0o700, parents=True, exist_ok=True)
         fd = os.open(home.serve_lock, os.O_RDWR | os.O_CREAT, 0o600)
     except OSError as exc:
-        raise HomeUnusable(home.root, exc) from None
+        raise HomeUnusable(Path(exc.filename or home.root), exc) from None
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -108,6 +108,18 @@ def serving(home: Home) -> Iterator[None]:
         yield
     finally:
         os.close(fd)
+
+
+@contextlib.contextmanager
+def usable(home: Home) -> Iterator[None]:
+    """Around setting up the home: an OSError on one of its files (one left by another user, a
+    file where a folder belongs) is :class:`HomeUnusable` naming it, for the user to fix."""
+    try:
+        yield
+    except OSError as exc:
+        if not isinstance(exc.filename, str) or not Path(exc.filename).is_relative_to(home.root):
+            raise
+        raise HomeUnusable(Path(exc.filename), exc) from None
 
 
 def _holder(fd: int) -> int | None:

@@ -22,9 +22,9 @@ from dataclasses import dataclass, field
 from pizzamail.auth import Accounts, accounts_for, approvers, password_command, without_password
 from pizzamail.composer import Composer
 from pizzamail.config import Config
-from pizzamail.errors import ConfigError, PortUnavailable
+from pizzamail.errors import ConfigError, PortUnavailable, database_refusal
 from pizzamail.guard import Gate
-from pizzamail.home import Home, write_private
+from pizzamail.home import Home, usable, write_private
 from pizzamail.imap import start_imap_server
 from pizzamail.intake.smtp import IntakeHandler, start_smtp_server
 from pizzamail.intake.tasks import Stored
@@ -97,12 +97,24 @@ class Service:
     async def run(self, stop: asyncio.Event, ready: Callable[[Listening], None]) -> None:
         check_bind(self.config, self.tls)
         async with AsyncExitStack() as stack:
-            listening = await self._start(stack, self._bind(stack))
+            listening = await self._started(stack)
             self._write_state(listening)
             stack.callback(self.home.state_file.unlink, missing_ok=True)
             ready(listening)
             await stop.wait()
             log.info("stopping")
+
+    async def _started(self, stack: AsyncExitStack) -> Listening:
+        """Every part started, or one line that says what in the home stands in the way: a file
+        pizzamail cannot open or write, or a database another program holds."""
+        try:
+            with usable(self.home):
+                return await self._start(stack, self._bind(stack))
+        except Exception as exc:
+            refusal = database_refusal(exc, self.home.database)
+            if refusal is None:
+                raise
+            raise refusal from None
 
     def _bind(self, stack: AsyncExitStack) -> Sockets:
         return Sockets(smtp=self._listen(stack, "smtp_port"), imap=self._listen(stack, "imap_port"),

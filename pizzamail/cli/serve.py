@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import click
 
 from pizzamail.cli.app import App
-from pizzamail.home import serving
+from pizzamail.home import serving, usable
 from pizzamail.logs import setup_logging
 from pizzamail.tls import fingerprint, server_context
 
@@ -37,11 +37,12 @@ def init(app: App) -> None:
 def serve(app: App, demo_data: bool, verbose: bool) -> None:
     """Run the SMTP and IMAP servers and the agent runner until Ctrl-C."""
     with serving(app.home):  # before anything is written: a second serve on this home changes nothing
-        for item in app.initialise():
-            click.echo(f"created {item}")
+        with usable(app.home):
+            for item in app.initialise():
+                click.echo(f"created {item}")
+            setup_logging(app.home.logs, verbose=verbose)
         from pizzamail.service import Service
 
-        setup_logging(app.home.logs, verbose=verbose)
         _warn_no_keyring(app)
         service = Service(home=app.home, config=app.config, secrets=app.secrets,
                           tls=server_context(*app.tls_paths()), demo_data=demo_data)

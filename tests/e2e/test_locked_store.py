@@ -21,6 +21,7 @@ import pytest
 from pizzamail.triggers.signatures import sign
 from tests.e2e.harness import SECRET, Served, task_mail
 from tests.e2e.test_roundtrip import fetch_all
+from tests.e2e.test_startup import failure, serve
 from tests.fakes.openai_server import FakeOpenAI, text
 
 #: each test waits out the store's 10 s busy timeout once
@@ -109,3 +110,13 @@ def test_a_webhook_gets_503_with_retry_after_and_the_retry_runs(
     again = _post(served_hook, body, delivery)
     assert again.status_code == 202, again.text
     served_hook.wait_for("run 1 done")
+
+
+def test_a_start_with_the_database_held_is_one_line(served: Served) -> None:
+    served.start()
+    served.stop()
+    with held(served.home / "state.db"):
+        code, lines = serve(served.env)
+    assert code != 0
+    assert failure(lines) == [f"error: {served.home / 'state.db'} is held by another program; stop it,"
+                              " or try again in a moment"]

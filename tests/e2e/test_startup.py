@@ -105,15 +105,23 @@ def test_a_bad_certificate_is_one_error_without_a_traceback(home: Path) -> None:
     assert not (home / "state.db").exists()
 
 
-@pytest.mark.parametrize("blocked", ["parent", "logs"])
-def test_an_unusable_home_is_one_line_without_a_traceback(home: Path, tmp_path: Path, blocked: str) -> None:
-    if blocked == "parent":  # a file where the home's parent folder should be
-        (tmp_path / "file").write_text("")
-        home, where = tmp_path / "file" / "home", tmp_path / "file" / "home"
-    else:  # a file where a folder of the home should be
-        (home / "logs").write_text("")
-        where = home / "logs"
+@pytest.mark.parametrize(("blocked", "why"), [
+    ("../file/home", "a file is in the way of a folder"),  # the home's parent folder is a file
+    ("logs", "a file is in the way of a folder"),
+    ("logs/pizzamail.log/", "is a directory"),
+    ("state.db/", "unable to open database file"),
+])
+def test_an_unusable_home_is_one_line_without_a_traceback(home: Path, blocked: str, why: str) -> None:
+    """A trailing slash: a folder where pizzamail keeps a file; else a file where it keeps a folder."""
+    where = (home / blocked).resolve()
+    if blocked.startswith("../"):
+        (home.parent / "file").write_text("")
+        home = where
+    elif blocked.endswith("/"):
+        where.mkdir(parents=True)
+    else:
+        where.write_text("")
     code, lines = serve(serve_env(home))
     assert code != 0
-    assert failure(lines) == [f"error: cannot use {where} for pizzamail's home: a file is in the way of a"
-                              " folder; fix that, or pass another --home"]
+    assert failure(lines) == [f"error: cannot use {where} for pizzamail's home: {why}; fix that, or pass"
+                              " another --home"]
