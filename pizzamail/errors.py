@@ -25,6 +25,7 @@ decides where its rendering goes.
 from __future__ import annotations
 
 import errno
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -239,8 +240,8 @@ class PortUnavailable(PizzamailError):
         elif error.errno == errno.EACCES:
             message = f"{where} needs privileges pizzamail does not have; pick one above 1023 in config.toml"
         else:
-            message = (f"cannot listen on {host} {where} ({error.strerror}); check [server] host and"
-                       f" {key} in config.toml")
+            why = os.strerror(error.errno) if error.errno else str(error)  # without the socket's additions
+            message = f"cannot listen on {host} {where} ({why}); check [server] host and {key} in config.toml"
         super().__init__(message)
         self.key = key
         self.port = port
