@@ -95,6 +95,7 @@ def serving(home: Home) -> Iterator[None]:
     ``serve`` lock a new file while the second still holds the old one."""
     try:
         home.root.mkdir(mode=0o700, parents=True, exist_ok=True)
+        # not inherited (os.open's default): an MCP server left running by a crash holds nothing
         fd = os.open(home.serve_lock, os.O_RDWR | os.O_CREAT, 0o600)
     except OSError as exc:
         raise HomeUnusable(Path(exc.filename or home.root), exc) from None
