@@ -1,6 +1,7 @@
 """The one error tree of pizzamail. Every error knows how to render itself.
 
-    PizzamailError            base: a CLI message, an email text, an SMTP reply, an IMAP response
+    PizzamailError            base: a CLI message, an email text, an SMTP reply, an IMAP response,
+    │                         an HTTP response (a 500 that says nothing of what failed inside)
     ├── ConfigError           a bad or unreadable config.toml value (names key, value, what is allowed)
     ├── SecretMissing         a credential that is not stored anywhere (names the command that sets it)
     ├── SmtpRefusal           an SMTP command refused with a specific code (550, 552, 535 …)
