@@ -141,6 +141,19 @@ async def test_an_unexpected_error_answers_without_internal_text(
     assert await asyncio.to_thread(send, smtp_port, mail()) == {}  # the session and server still work
 
 
+async def test_an_unexpected_error_before_data_is_try_again_later_too(
+    smtp_port: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Answered by aiosmtpd's exception hook (the handler's handle_exception), not by DATA's own
+    except: what a bug in MAIL or RCPT says is 451 as well, never aiosmtpd's "500 Error: (Name) text"."""
+    def broken(*args: object) -> bool:
+        raise RuntimeError("rate.py line 9: bucket for sender cron is None")
+
+    monkeypatch.setattr(IntakeHandler, "_within_rate", broken)
+    code, text = await asyncio.to_thread(refused, smtp_port, mail())
+    assert code == 451 and "try again later" in text and "rate.py" not in text, text
+
+
 def refused(port: int, data: bytes, **kwargs: object) -> tuple[int, str]:
     try:
         send(port, data, **kwargs)  # type: ignore[arg-type]
