@@ -3,6 +3,7 @@
     PizzamailError            base: a CLI message, an email text, an SMTP reply, an IMAP response,
     │                         an HTTP response (a 500 that says nothing of what failed inside)
     ├── ConfigError           a bad or unreadable config.toml value (names key, value, what is allowed)
+    │   └── ConfigSyntaxError     config.toml that is not TOML (names line and column)
     ├── SecretMissing         a credential that is not stored anywhere (names the command that sets it)
     ├── SmtpRefusal           an SMTP command refused with a specific code (550, 552, 535 …)
     ├── ImapError             an IMAP command that fails: tagged NO (or BAD when ``bad`` is set)
@@ -94,6 +95,17 @@ class ConfigError(PizzamailError):
         self.key = key
         self.value = value
         self.allowed = allowed
+
+
+class ConfigSyntaxError(ConfigError):
+    """config.toml is not TOML at all: names the file, line and column."""
+
+    def __init__(self, path: str, line: int, column: int, reason: str) -> None:
+        PizzamailError.__init__(
+            self, f"{path} is not valid TOML: line {line}, column {column}: {reason}",
+            hint=f"fix line {line} of config.toml (`pizzamail doctor` checks the whole file)")
+        self.key, self.value, self.allowed = path, f"line {line}", "valid TOML"
+        self.line, self.column = line, column
 
 
 class SecretMissing(PizzamailError):

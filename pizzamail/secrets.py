@@ -2,7 +2,8 @@
 
 Lookup order for a secret is explicit: the keyring (or its fallback file), then the environment
 variable named by the caller. A missing secret raises :class:`SecretMissing` naming the command that
-stores it. Secret values are never logged.
+stores it. Secret values are never logged; each value read or stored here is also registered with
+:func:`pizzamail.logs.known_secret`, so that a slip is masked in the log.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import keyring.errors
 
 from pizzamail.errors import SecretMissing
 from pizzamail.home import Home, write_private
+from pizzamail.logs import known_secret
 
 SERVICE = "pizzamail"
 ACCOUNT_PASSWORD = "account-password"
@@ -54,10 +56,15 @@ class SecretStore:
 
     def get(self, name: str) -> str | None:
         if self.use_keyring:
-            return keyring.get_password(SERVICE, self._key(name))
-        return self._read_file().get(name)
+            value = keyring.get_password(SERVICE, self._key(name))
+        else:
+            value = self._read_file().get(name)
+        if value:
+            known_secret(value)
+        return value
 
     def set(self, name: str, value: str) -> None:
+        known_secret(value)
         if self.use_keyring:
             keyring.set_password(SERVICE, self._key(name), value)
             return
@@ -96,9 +103,16 @@ class SecretStore:
         """Keyring (or fallback file) first, then ``$env``; else :class:`SecretMissing`."""
         value = self.get(name)
         if not value and env:
-            value = os.environ.get(env)
+            value = self.from_env(env)
         if not value:
             raise SecretMissing(name, command or f"pizzamail keys set {name}", env=env)
+        return value
+
+    def from_env(self, variable: str) -> str | None:
+        """A secret from ``$variable`` (masked in the log like a stored one)."""
+        value = os.environ.get(variable)
+        if value:
+            known_secret(value)
         return value
 
     def _read_file(self) -> dict[str, str]:

@@ -1,9 +1,11 @@
 """The running service: every long-lived part in one lifecycle.
 
-Parts start in order inside an ``AsyncExitStack`` (store, mailbox, scheduler, runner, SMTP, IMAP,
-HTTP) and stop in reverse when the stack is left, so a signal or an error leaves nothing running
-and no file half written. Every port is bound first: a port taken by another program stops the
-start before the store is opened or a run resumed.
+Parts start in order inside an ``AsyncExitStack`` (store, mailbox, filing, MCP servers, scheduler,
+runner, SMTP/IMAP/HTTP, watches) and stop in reverse when the stack is left, so a signal or an error leaves
+nothing running and no file half written. Parts never call each other back: they follow the store's
+commit events (a message added is filed, a queued run wakes the runner, a changed schedule wakes
+the scheduler, a decided action updates the Action folder). Every port is bound first: a port taken
+by another program stops the start before the store is opened or a run resumed.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import logging
 import os
 import socket
 import ssl
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 
@@ -27,7 +29,6 @@ from pizzamail.guard import Gate
 from pizzamail.home import Home, usable, write_private
 from pizzamail.imap import start_imap_server
 from pizzamail.intake.smtp import IntakeHandler, start_smtp_server
-from pizzamail.intake.tasks import Stored
 from pizzamail.mailbox import Mailbox
 from pizzamail.mailbox.demo import seed_demo_data
 from pizzamail.mailbox.filing import Filer
@@ -36,6 +37,7 @@ from pizzamail.secrets import SecretStore
 from pizzamail.skills.tools import SkillSource
 from pizzamail.store import Store
 from pizzamail.store.blobs import BlobStore
+from pizzamail.store.events import ActionDecided, Follow, MessageAdded
 from pizzamail.tools import ToolRegistry
 from pizzamail.tools.builtins import Builtins
 from pizzamail.tools.mcp import McpHub
@@ -87,9 +89,6 @@ class Service:
     secrets: SecretStore
     tls: ssl.SSLContext | None = None
     demo_data: bool = False
-    _tasks: set[asyncio.Task[object]] = field(default_factory=set)
-    _poke_scheduler: Callable[[], None] = lambda: None
-    """set once the scheduler exists (the tools are made before it): schedule_task pokes it"""
     _gate: Gate = field(default_factory=Gate)
     """SMTP and IMAP connections before login, and every password check, in one place: guessing
     is limited across both protocols, and nobody without the password can lock the owner out"""
@@ -143,113 +142,112 @@ class Service:
         if self.demo_data:
             log.info("demo data: %d sample message(s) added", await seed_demo_data(mailbox))
         composer = Composer(config=self.config)
-        tools = await self._start_tools(stack, store, blobs, composer, filer)
+        hub = McpHub(settings=self.config.mcp, secrets=self.secrets, log_dir=self.home.logs,
+                     cwd=self.home.root, rules=self.config.tools.policy)
         runner = Runner(
             store=store, mailbox=mailbox, blobs=blobs, config=self.config, secrets=self.secrets,
-            filer=filer.run, composer=composer, tools=tools, workspaces=self.home.root / "workspaces",
+            filer=filer, composer=composer, tools=self._tools(store, blobs, composer, hub),
+            workspaces=self.home.root / "workspaces",
         )
         # before IMAP serves: a request copy a crash left unrecorded is recorded before the user
         # can delete it (a deletion means "ignore" only for a copy known to have been delivered)
         await runner.sync_approvals()
-        scheduler = Scheduler(store=store, blobs=blobs, config=self.config, on_fired=runner.wake)
-        self._poke_scheduler = scheduler.poke
-        await scheduler.prepare()  # before the runner resumes interrupted runs
-        await runner.start()
-        stack.push_async_callback(runner.stop)
-        await scheduler.start()
-        stack.push_async_callback(scheduler.stop)
-        stack.push_async_callback(self._drain)
-        smtp_port = await self._start_smtp(stack, store, blobs, filer, runner, composer, sockets.smtp)
-        server = self.config.server
-        imap = await start_imap_server(
-            sock=sockets.imap, tls_sock=sockets.imaps, mailbox=mailbox, accounts=self.accounts(),
-            tls=self.tls, gate=self._gate,
-        )
-        stack.push_async_callback(imap.close)
-        hooks = Hooks(store=store, blobs=blobs, config=self.config, secrets=self.secrets,
-                      on_stored=runner.wake)
-        http = await start_http_server(create_app(hooks), sock=sockets.http, gate=self._gate)
-        stack.push_async_callback(http.close)
-        watchers = Watchers(store=store, blobs=blobs, config=self.config, secrets=self.secrets,
-                            on_posted=runner.wake)
-        await watchers.start()  # remote mailboxes: stopped (logged out) before anything above
-        stack.push_async_callback(watchers.stop)
-        return Listening(host=server.host, smtp=smtp_port, imap=imap.port, imaps=imap.tls_port or 0,
-                         http=http.port)
-
-    async def _start_tools(
-        self, stack: AsyncExitStack, store: Store, blobs: BlobStore, composer: Composer, filer: Filer
-    ) -> ToolRegistry:
-        """Built-ins, skills, then MCP servers (started now, stopped after the runner)."""
-        config = self.config
-        tools = ToolRegistry(rules=config.tools.policy, max_result_chars=config.tools.max_result_chars)
-        tools.add_source(Builtins(
-            store=store, blobs=blobs, composer=composer, sender=config.agent.address, file_mail=filer.run,
-            memory_file=self.home.root / "memory.md", max_file_bytes=config.tools.max_file_bytes,
-            schedules_changed=lambda: self._poke_scheduler(),
-        ))
-        if config.skills.enabled:
-            tools.add_source(SkillSource(home_skills=self.home.skills, paths=config.skills.paths))
-        hub = McpHub(settings=config.mcp, secrets=self.secrets, log_dir=self.home.logs, cwd=self.home.root,
-                     rules=config.tools.policy)
-        await stack.enter_async_context(hub)
+        servers = Servers(config=self.config, tls=self.tls, sockets=sockets, gate=self._gate, mailbox=mailbox,
+                          accounts=self.accounts(), intake=self._intake(store, blobs, composer),
+                          hooks=Hooks(store=store, blobs=blobs, config=self.config, secrets=self.secrets))
+        for part in (
+            Follow(events=store.events, kinds=(MessageAdded,), work=filer.run, name="filing"),
+            Follow(events=store.events, kinds=(ActionDecided,), work=runner.sync_approvals,
+                   name="the Action folder's sync"),
+            hub,  # MCP servers: stopped after the runner
+            Scheduler(store=store, blobs=blobs, config=self.config),  # before the runner resumes runs
+            runner,
+            servers,
+            # remote mailboxes: stopped (logged out) before anything above
+            Watchers(store=store, blobs=blobs, config=self.config, secrets=self.secrets),
+        ):
+            await stack.enter_async_context(part)
         for name, connection in hub.connections.items():
             log.info("MCP server %s: %s%s", name, connection.status,
                      f" ({connection.error})" if connection.error else "")
+        assert servers.listening is not None
+        return servers.listening
+
+    def _tools(self, store: Store, blobs: BlobStore, composer: Composer, hub: McpHub) -> ToolRegistry:
+        """Built-ins, skills, then MCP servers."""
+        config = self.config
+        tools = ToolRegistry(rules=config.tools.policy, max_result_chars=config.tools.max_result_chars)
+        tools.add_source(Builtins(
+            store=store, blobs=blobs, composer=composer, sender=config.agent.address,
+            memory_file=self.home.root / "memory.md", max_file_bytes=config.tools.max_file_bytes,
+        ))
+        if config.skills.enabled:
+            tools.add_source(SkillSource(home_skills=self.home.skills, paths=config.skills.paths))
         tools.add_source(hub)
         return tools
 
-    async def _start_smtp(
-        self, stack: AsyncExitStack, store: Store, blobs: BlobStore, filer: Filer, runner: Runner,
-        composer: Composer, sock: socket.socket,
-    ) -> int:
-        async def file_and_sync() -> None:
-            await filer.run()
-            await runner.sync_approvals()  # a decided request leaves the Action folder
-
-        def stored(_: Stored) -> None:
-            runner.wake()
-            self._spawn(file_and_sync())
-
+    def _intake(self, store: Store, blobs: BlobStore, composer: Composer) -> IntakeHandler:
         for name in without_password(self.config, self.secrets):
             log.warning("sender %s has no password and cannot log in; run `%s`", name, password_command(name))
-        handler = IntakeHandler(
+        return IntakeHandler(
             store=store, blobs=blobs, accounts=self.accounts(),
             agents=frozenset({self.config.agent.address.lower()}), domain=self.config.domain,
-            on_stored=stored, composer=composer, approvers=approvers(self.config),
+            composer=composer, approvers=approvers(self.config),
         )
-        settings = self.config.server
-        server = await start_smtp_server(
-            sock=sock, handler=handler,
-            max_size=settings.max_message_size, tls=self.tls,
-            require_tls=not is_loopback(settings.host), gate=self._gate,
-        )
-        stack.push_async_callback(_close_server, server)
-        return int(server.sockets[0].getsockname()[1])
 
     def accounts(self) -> Accounts:
         """The owner (SMTP and IMAP) and the enabled senders with a password (SMTP only)."""
         return accounts_for(self.config, self.secrets)
 
-    def _spawn(self, work: Coroutine[object, object, object]) -> None:
-        task = asyncio.ensure_future(work)
-        self._tasks.add(task)
-        task.add_done_callback(self._done)
-
-    def _done(self, task: asyncio.Task[object]) -> None:
-        self._tasks.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            # Filing is retried at the next delivery and at start-up; nothing is lost.
-            log.error("background work failed", exc_info=task.exception())
-
-    async def _drain(self) -> None:
-        if self._tasks:
-            await asyncio.gather(*self._tasks, return_exceptions=True)
-
     def _write_state(self, listening: Listening) -> None:
         state = {"pid": os.getpid(), "host": listening.host, "smtp_port": listening.smtp,
                  "imap_port": listening.imap, "imaps_port": listening.imaps, "http_port": listening.http}
         write_private(self.home.state_file, json.dumps(state).encode())
+
+
+@dataclass(kw_only=True)
+class Servers:
+    """SMTP, IMAP and HTTP: serving their sockets (bound before any part starts) from entering the
+    part to leaving it."""
+
+    config: Config
+    tls: ssl.SSLContext | None
+    sockets: Sockets
+    gate: Gate
+    mailbox: Mailbox
+    accounts: Accounts
+    intake: IntakeHandler
+    hooks: Hooks
+    listening: Listening | None = None
+    _stack: AsyncExitStack = field(default_factory=AsyncExitStack)
+
+    async def __aenter__(self) -> Servers:
+        try:
+            self.listening = await self._listen()
+        except BaseException:
+            await self._stack.aclose()
+            raise
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self._stack.aclose()
+
+    async def _listen(self) -> Listening:
+        settings, tls = self.config.server, self.tls
+        smtp = await start_smtp_server(
+            sock=self.sockets.smtp, handler=self.intake, max_size=settings.max_message_size, tls=tls,
+            require_tls=not is_loopback(settings.host), gate=self.gate,
+        )
+        self._stack.push_async_callback(_close_server, smtp)
+        imap = await start_imap_server(
+            sock=self.sockets.imap, tls_sock=self.sockets.imaps, mailbox=self.mailbox,
+            accounts=self.accounts, tls=tls, gate=self.gate,
+        )
+        self._stack.push_async_callback(imap.close)
+        http = await start_http_server(create_app(self.hooks), sock=self.sockets.http, gate=self.gate)
+        self._stack.push_async_callback(http.close)
+        return Listening(host=settings.host, smtp=int(smtp.sockets[0].getsockname()[1]), imap=imap.port,
+                         imaps=imap.tls_port or 0, http=http.port)
 
 
 async def _close_server(server: asyncio.Server) -> None:

@@ -12,6 +12,7 @@ from pizzamail.home import Home
 from pizzamail.mailbox import Mailbox
 from pizzamail.store import Store
 from pizzamail.store.blobs import BlobStore
+from tests.programs import require
 
 # Fuzzing stays random (a new run may find a new input; a failure prints the blob that replays it), but
 # no deadline: a 2-core CI machine under load is not a correctness signal. No example database on disk.
@@ -19,7 +20,17 @@ settings.register_profile("pizzamail", deadline=None, database=None, print_blob=
                           suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile("pizzamail")
 
-pytest_plugins = ["tests.fakes.openai_server", "tests.fakes.anthropic_server", "tests.fakes.bedrock_server"]
+pytest_plugins = ["tests.fakes.openai_server", "tests.fakes.anthropic_server", "tests.fakes.bedrock_server",
+                  "pytester"]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "real_client(why_missing): drives a real program (tests/programs.py)")
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    for mark in item.iter_markers("real_client"):
+        require(*mark.args)
 
 
 @pytest.fixture(autouse=True)

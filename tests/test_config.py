@@ -41,7 +41,6 @@ def test_default_text_round_trips_to_defaults() -> None:
         ({"account": {"address": "not-an-address"}}, "account.address", "an email address"),
         ({"agent": {"model": "gpt-4"}}, "agent.model", "provider:model"),
         ({"agent": {"max_steps": 0}}, "agent.max_steps", "greater than 0"),
-        ({"providers": {"x": {"kind": "soap"}}}, "providers.x.kind", "openai"),
         ({"colour": {}}, "colour", "sections server"),
         ({"agent": {"address": "me@pizzamail.localhost"}}, "agent.address", "other than yours"),
     ],
@@ -75,3 +74,36 @@ def test_the_commented_examples_in_the_written_config_are_valid_when_uncommented
     assert config.hooks["github"].policy == {"*": "ask"}
     assert config.watches["support"].folder == "INBOX" and config.senders["cron"].address == "cron@localhost"
     assert config.mcp.servers["files"].enabled and config.relay.host == "smtp.example.com"
+
+
+@pytest.mark.parametrize(
+    ("data", "key", "allowed"),
+    [
+        ({"server": {"smpt_port": 1}}, "server.smpt_port", "did you mean smtp_port? [server] takes one of"),
+        ({"agnet": {}}, "agnet", "did you mean agent? config.toml has the sections"),
+        ({"schedules": {"daily": {"promt": "x", "cron": "0 8 * * *"}}}, "schedules.daily.promt",
+         "did you mean prompt? [schedules.daily] takes one of cron, when"),
+        ({"mcp": {"servers": {"files": {"comand": "npx"}}}}, "mcp.servers.files.comand",
+         "did you mean command? [mcp.servers.files] takes one of enabled, command"),
+        ({"mcp": {"servers": {"files": {"command": "npx", "args": ["-y", 3]}}}}, "mcp.servers.files.args",
+         "a list of quoted strings"),
+        ({"tools": {"policy": {"*": "maybe"}}}, "tools.policy", "tool patterns mapped to auto, ask, deny"),
+        ({"schedules": 5}, "schedules", "a table of [schedules.NAME] sections"),
+        ({"server": 5}, "server", "a table"),
+    ],
+)
+def test_unknown_keys_say_did_you_mean_and_which_section(data: dict[str, object], key: str,
+                                                          allowed: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_config(data)
+    assert info.value.key == key
+    assert info.value.allowed.startswith(allowed)
+
+
+def test_a_toml_syntax_error_names_line_and_column(tmp_path: Path) -> None:
+    path = tmp_path / "config.toml"
+    path.write_text('[server]\nhost = "127.0.0.1"\nsmtp_port = = 1587\n')
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    assert info.value.message == f"{path} is not valid TOML: line 3, column 13: Invalid value"
+    assert "fix line 3 of config.toml" in info.value.cli_message()

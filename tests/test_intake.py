@@ -5,8 +5,10 @@ from __future__ import annotations
 import asyncio
 import email.policy
 import smtplib
+import sqlite3
 import ssl
 from collections.abc import AsyncIterator, Callable
+from contextlib import closing
 from email.message import EmailMessage
 from pathlib import Path
 
@@ -14,11 +16,12 @@ import pytest
 
 from pizzamail.auth import Accounts
 from pizzamail.intake import smtp as intake_smtp
-from pizzamail.intake.parse import MAX_HEADER, MAX_REFERENCES, parse_mail
 from pizzamail.intake.smtp import IntakeHandler, start_smtp_server
 from pizzamail.intake.tasks import Stored
+from pizzamail.mail.parse import MAX_HEADER, MAX_REFERENCES, parse_mail
 from pizzamail.store import Store
 from pizzamail.store.blobs import BlobStore
+from pizzamail.store.events import MessageAdded, RunQueued
 from pizzamail.tls import generate_certificate, server_context
 from tests.mailcorpus import deep_multipart, deep_rfc822
 
@@ -207,26 +210,21 @@ async def test_plus_address_reaches_the_agent(smtp_port: int, store: Store) -> N
     assert thread["agent"] == BOT
 
 
-async def test_on_stored_is_called_after_commit(store: Store, blobs: BlobStore) -> None:
-    seen: list[tuple[Stored, int]] = []
-    committed = asyncio.Event()
+async def test_a_stored_task_is_announced_only_once_committed(store: Store, smtp_port: int) -> None:
+    """Whoever follows the store's events finds the row from inside its callback: read by a
+    connection of its own (as another process would), so a row not yet committed is not there."""
+    seen: list[tuple[str, tuple[str, str] | None]] = []
 
-    def on_stored(stored: Stored) -> None:
-        seen.append((stored, 0))
-        committed.set()
+    def committed(table: str, column: str, row: int) -> None:
+        with closing(sqlite3.connect(store.path)) as db:
+            found = db.execute(f"SELECT {column}, thread_id FROM {table} WHERE id = ?", (row,)).fetchone()
+        seen.append((table, found and (str(found[0]), str(found[1]))))
 
-    handler = IntakeHandler(store=store, blobs=blobs, accounts=ACCOUNTS, agents=frozenset({BOT}),
-                            domain="pizzamail.localhost", on_stored=on_stored)
-    server = await start_smtp_server(host="127.0.0.1", port=0, handler=handler, max_size=10_000)
-    try:
-        await asyncio.to_thread(send, int(server.sockets[0].getsockname()[1]), mail())
-        await asyncio.wait_for(committed.wait(), 30)
-    finally:
-        server.close()
-        await server.wait_closed()
-    [(stored, _)] = seen
-    assert stored.run_id is not None
-    assert await store.fetchone("SELECT 1 FROM runs WHERE id = ?", (stored.run_id,)) is not None
+    store.events.subscribe(MessageAdded, lambda e: committed("messages", "kind", e.message))
+    store.events.subscribe(RunQueued, lambda e: committed("runs", "status", e.run))
+    await asyncio.to_thread(send, smtp_port, mail())
+    [thread] = await store.fetchall("SELECT id FROM threads")
+    assert seen == [("messages", ("task", str(thread["id"]))), ("runs", ("queued", str(thread["id"])))]
 
 
 def test_parse_reads_threading_headers_and_encoded_subject() -> None:

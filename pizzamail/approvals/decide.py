@@ -36,7 +36,8 @@ from pizzamail.approvals.words import (
     Words,
     without_device_lines,
 )
-from pizzamail.intake.parse import header_text, message_ids
+from pizzamail.mail.ids import message_ids
+from pizzamail.mail.parse import header_text
 
 Kind = Literal["approve", "approve_always", "deny", "edit", "feedback", "retry", "skip", "ignore",
                "send", "expire", "unclear"]

@@ -22,7 +22,7 @@ from pizzamail.config import Config, duration_seconds
 from pizzamail.store import Store
 from pizzamail.store.actions import HeldAction
 from pizzamail.store.blobs import BlobStore
-from pizzamail.store.threads import NewMessage, add_message
+from pizzamail.store.mailwriter import add_mail, message_row
 
 log = logging.getLogger("pizzamail.approvals")
 
@@ -77,15 +77,12 @@ async def _remind(store: Store, blobs: BlobStore, composer: Composer, config: Co
                  ("X-Pizzamail-Approval", approval_header(action.id, action.nonce))),
     )
     mail = composer.decision_reply(ctx, reminder_text(action, config))
-    data = mail.as_bytes()
-    digest = blobs.put(data)
+    blob = await blobs.save(mail.as_bytes())
     async with store.write() as db:
         if not await _mark_reminded(db, action):
             return 0
-        await add_message(db, action.thread_id, NewMessage(
-            message_id=mail.message_id, in_reply_to=mail.in_reply_to, refs=mail.references,
-            direction="out", kind="reminder", sender=config.agent.address, subject=mail.subject,
-            body=mail.body, blob=digest, size=len(data), run_id=action.run_id))
+        row = message_row(mail, blob, kind="reminder", sender=config.agent.address, run_id=action.run_id)
+        await add_mail(db, action.thread_id, row)
     log.info("reminded about action %d (%s)", action.id, action.label)
     return 1
 

@@ -12,7 +12,6 @@ transaction; a decision that changes nothing gets a short reply in the same tran
 from __future__ import annotations
 
 import asyncio
-import uuid
 from dataclasses import dataclass
 from email.message import EmailMessage
 
@@ -23,11 +22,13 @@ from pizzamail.approvals.ledger import STATE_TEXT, Applied, action_by_id, action
 from pizzamail.approvals.outbox import sent_arguments, strip_for_relay
 from pizzamail.composer import Composer, MailContext
 from pizzamail.errors import SmtpRefusal
-from pizzamail.intake.parse import ParsedMail, header_text
+from pizzamail.mail.ids import new_message_id
+from pizzamail.mail.parse import ParsedMail, header_text
 from pizzamail.store import Store
 from pizzamail.store.actions import HeldAction
 from pizzamail.store.blobs import BlobStore
-from pizzamail.store.threads import NewMessage, add_message, log_event, message_direction
+from pizzamail.store.mailwriter import add_mail, message_row, received_row
+from pizzamail.store.threads import log_event, message_direction
 
 #: how to answer an action that still waits (the reply was not read as a decision)
 STILL_HELD = ("Nothing was run. To run it, reply with `approve` on its own (a courtesy such as \"thanks\" and"
@@ -64,9 +65,10 @@ async def draft_action(store: Store, msg: EmailMessage) -> HeldAction | None:
     return action if action is not None and action.is_draft and action.status == "held" else None
 
 
-def send_decision(blobs: BlobStore, raw: bytes, msg: EmailMessage, recipients: list[str]) -> Decision:
+async def send_decision(blobs: BlobStore, raw: bytes, msg: EmailMessage, recipients: list[str]) -> Decision:
     """Sending the draft: approve with the user's edits, the bytes kept to be relayed as sent."""
-    return Decision(kind="send", arguments=sent_arguments(msg), outgoing=blobs.put(strip_for_relay(raw)),
+    kept = await blobs.save(strip_for_relay(raw))
+    return Decision(kind="send", arguments=sent_arguments(msg), outgoing=kept.digest,
                     recipients=tuple(recipients))
 
 
@@ -81,21 +83,18 @@ async def record_decision(
     if by not in approvers:
         raise SmtpRefusal(550, "5.7.1", f"<{by}> is not an approver; only {', '.join(sorted(approvers))}"
                           " may decide (config: [approvals] approvers)")
-    message_id = parsed.message_id or f"{uuid.uuid4().hex}@{domain}"
+    message_id = parsed.message_id or new_message_id(domain)
     if decision is None:  # pure, but a long reply takes a while: off the event loop
         decision = await asyncio.to_thread(read_decision, msg)
-    digest = blobs.put(raw)
+    blob = await blobs.save(raw)
     async with store.write() as db:
         seen = await message_direction(db, message_id)
         if seen == "in":  # a client retrying: decided once already
             return Decided(thread_id=action.thread_id, applied=False, duplicate=True)
         if seen is not None:  # our own draft's id, kept by a client that sent the draft: still new
-            message_id = f"{uuid.uuid4().hex}@{domain}"
-        await add_message(db, action.thread_id, NewMessage(
-            message_id=message_id, in_reply_to=parsed.in_reply_to, refs=parsed.references,
-            direction="in", kind="decision", sender=by, subject=parsed.subject,
-            body=parsed.body, blob=digest, size=len(raw), flags="\\Seen",
-        ))
+            message_id = new_message_id(domain)
+        row = received_row(parsed, blob, message_id=message_id, kind="decision", sender=by, body=parsed.body)
+        await add_mail(db, action.thread_id, row)
         current = await action_by_id(db, action.id)  # re-read inside the transaction
         applied = await apply_decision(db, current or action, decision, by=by, via=message_id)
         if decision.kind == "send" and not applied.applied:  # raised inside: all of it rolls back
@@ -117,10 +116,7 @@ async def _state_reply(db: aiosqlite.Connection, blobs: BlobStore, composer: Com
     ctx = MailContext(thread_id=action.thread_id, run_id=action.run_id, subject=parsed.subject,
                       in_reply_to=message_id, references=parsed.references)
     mail = composer.decision_reply(ctx, text)
-    data = mail.as_bytes()
-    digest = blobs.put(data)
-    await add_message(db, action.thread_id, NewMessage(
-        message_id=mail.message_id, in_reply_to=mail.in_reply_to, refs=mail.references, direction="out",
-        kind=mail.kind, sender=sender, subject=mail.subject, body=mail.body, blob=digest, size=len(data),
-        run_id=action.run_id,
-    ))
+    # its text depends on the decision just applied: saved inside the transaction, before it commits
+    blob = await blobs.save(mail.as_bytes())
+    await add_mail(db, action.thread_id, message_row(mail, blob, kind=mail.kind, sender=sender,
+                                                     run_id=action.run_id))

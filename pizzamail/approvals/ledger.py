@@ -22,12 +22,16 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import aiosqlite
 
-from pizzamail.approvals.decide import Decision, Route
 from pizzamail.store import Store, now
 from pizzamail.store.actions import HeldAction, canonical_json
+from pizzamail.store.events import ActionDecided, RunQueued, record
+
+if TYPE_CHECKING:  # the reply reader parses mail: `pizzamail approvals` starts without it
+    from pizzamail.approvals.decide import Decision, Route
 
 #: where a decision may move an action from, and to
 _MOVES: dict[str, tuple[str, str]] = {
@@ -99,6 +103,7 @@ async def apply_decision(db: aiosqlite.Connection, action: HeldAction, decision:
         (action.id, decision.kind, by, via, approved, decision.note, int(applied), now()),
     )
     if applied:
+        record(db, ActionDecided(action=action.id, run=action.run_id, status=move[1]))
         await _resume_run(db, action)
         if decision.kind == "approve_always":
             await add_rule(db, action)
@@ -134,8 +139,10 @@ async def _move(db: aiosqlite.Connection, action: HeldAction, decision: Decision
 async def _resume_run(db: aiosqlite.Connection, action: HeldAction) -> None:
     """The waiting run goes back to the queue; it resumes from its checkpoints. Its attempts start
     over: waiting for a person is not a failed attempt."""
-    await db.execute("UPDATE runs SET status = 'queued', attempts = 0 WHERE id = ? AND status = 'waiting'",
-                     (action.run_id,))
+    cursor = await db.execute("UPDATE runs SET status = 'queued', attempts = 0"
+                              " WHERE id = ? AND status = 'waiting'", (action.run_id,))
+    if cursor.rowcount == 1:
+        record(db, RunQueued(run=action.run_id, thread=action.thread_id))
     await db.execute("UPDATE threads SET status = 'queued', updated_at = ? WHERE id = ?",
                      (now(), action.thread_id))
 

@@ -19,12 +19,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from email.message import EmailMessage
-from email.policy import SMTP
-from email.utils import format_datetime, getaddresses
+from email.utils import getaddresses
 from typing import Any
 
 from pizzamail.approvals.decide import approval_header
 from pizzamail.config import RelaySettings
+from pizzamail.mail.build import Outgoing, build_mail
 from pizzamail.store.actions import HeldAction
 from pizzamail.store.blobs import BlobStore
 from pizzamail.tools import ToolResult
@@ -49,20 +49,14 @@ def recipients(arguments: dict[str, Any]) -> list[str]:
 
 
 def draft_message(action: HeldAction, arguments: dict[str, Any], *, owner: str, domain: str,
-                  date: datetime, routed: bool) -> EmailMessage:
+                  date: datetime, routed: bool) -> Outgoing:
     """The draft as the agent wrote it; ``routed`` adds the header that names its action."""
-    msg = EmailMessage(policy=SMTP)
-    msg["From"] = owner
-    msg["To"] = str(arguments.get("to") or "")
-    if arguments.get("cc"):
-        msg["Cc"] = str(arguments["cc"])
-    msg["Subject"] = str(arguments.get("subject") or "")
-    msg["Date"] = format_datetime(date)
-    msg["Message-ID"] = f"<{draft_id(action, domain)}>"
+    headers = [("Cc", str(arguments["cc"]))] if arguments.get("cc") else []
     if routed:
-        msg["X-Pizzamail-Approval"] = approval_header(action.id, action.nonce)
-    msg.set_content(str(arguments.get("body") or ""))
-    return msg
+        headers.append(("X-Pizzamail-Approval", approval_header(action.id, action.nonce)))
+    return build_mail(sender=owner, to=str(arguments.get("to") or ""),
+                      subject=str(arguments.get("subject") or ""), text=str(arguments.get("body") or ""),
+                      message_id=draft_id(action, domain), date=date, headers=headers)
 
 
 def draft_id(action: HeldAction, domain: str) -> str:

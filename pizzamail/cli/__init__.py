@@ -1,28 +1,71 @@
-"""The ``pizzamail`` command: one click group, commands split by area."""
+"""The ``pizzamail`` command: one click group, commands split by area.
+
+A command's module is imported only when that command runs: together they pull in the MCP SDK,
+jinja2, cryptography and the rest, which took over a second before any command could start.
+"""
 
 from __future__ import annotations
 
+import importlib
 import sys
 from pathlib import Path
 
 import click
 
 from pizzamail import __version__
-from pizzamail.cli.account import account, keys
 from pizzamail.cli.app import App
-from pizzamail.cli.approvals import approvals, approve, deny, rules
-from pizzamail.cli.doctor import doctor
-from pizzamail.cli.mcp import mcp
-from pizzamail.cli.models import models
-from pizzamail.cli.serve import init, serve
-from pizzamail.cli.skills import skills
-from pizzamail.cli.threads import task, threads
-from pizzamail.cli.triggers import schedule, triggers
-from pizzamail.cli.watches import watch
 from pizzamail.errors import PizzamailError
 
+# name: (module under pizzamail.cli, the command's one-line help). The help is written here so that
+# `--help` imports no command module; tests/test_cli.py checks that it matches the command's own.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "account": ("account", "Your mail account on pizzamail's SMTP and IMAP servers."),
+    "approvals": ("approvals", "List the actions waiting for your decision."),
+    "approve": ("approvals", "Approve a held action: it runs once and the agent continues."),
+    "deny": ("approvals", "Deny a held action; the optional REASON goes to the agent."),
+    "doctor": ("doctor", "Check the home folder, config, secrets, model key, MCP servers, skills and "
+               "running server."),
+    "init": ("serve", "Create the home folder, config.toml and the mail password."),
+    "keys": ("account", "API keys for model providers, kept in the OS keyring."),
+    "mcp": ("mcp", "MCP servers: the tools the agent can use beyond the built-ins."),
+    "models": ("models", "Model providers, the one `[agent] model` selects (*), and where each key is "
+               "found."),
+    "rules": ("approvals", 'Standing rules made by "approve always" (list; `rules rm ID` revokes one).'),
+    "schedule": ("triggers", "Recurring tasks: a prompt started at set times, each schedule in one thread."),
+    "serve": ("serve", "Run the SMTP and IMAP servers and the agent runner until Ctrl-C."),
+    "skills": ("skills", "Agent Skills: folders with a SKILL.md in skills/ and in [skills] paths."),
+    "task": ("threads", "Give the agent a task without writing a mail; the answer arrives in INBOX."),
+    "threads": ("threads", "List threads, newest first, with their status."),
+    "triggers": ("triggers", "Every trigger (schedules, webhooks, senders, watched mailboxes) with its last "
+                 "firing and outcome."),
+    "watch": ("watches", "Watched remote mailboxes: new mail there becomes a task ([watches.NAME] in "
+              "config.toml)."),
+}
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+
+class LazyGroup(click.Group):
+    """A group whose commands are found in :data:`COMMANDS` and imported on first use."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in COMMANDS:
+            return None
+        module = importlib.import_module(f"pizzamail.cli.{COMMANDS[cmd_name][0]}")
+        command: click.Command = getattr(module, cmd_name)
+        return command
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        limit = formatter.width - 6 - max(map(len, COMMANDS))  # click's own spacing
+        # a bare command with the same help shortens it the way the real one would
+        rows = [(name, click.Command(name, help=text).get_short_help_str(limit))
+                for name, (_, text) in sorted(COMMANDS.items())]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option(
     "--home", type=click.Path(file_okay=False, path_type=Path), envvar="PIZZAMAIL_HOME",
     help="pizzamail's folder (default: $PIZZAMAIL_HOME, else your user data dir).",
@@ -32,11 +75,6 @@ from pizzamail.errors import PizzamailError
 def cli(ctx: click.Context, home: Path | None) -> None:
     """A self-hosted inbox for background AI agents: email a task, get the answer by mail."""
     ctx.obj = App.for_home(home)
-
-
-for command in (init, serve, task, threads, account, keys, models, mcp, skills, doctor, approvals, approve,
-                deny, rules, schedule, triggers, watch):
-    cli.add_command(command)
 
 
 def main() -> None:

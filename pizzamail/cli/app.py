@@ -1,4 +1,8 @@
-"""What every command needs: the home folder, its config and its secrets (loaded lazily)."""
+"""What every command needs: the home folder, its config and its secrets (loaded lazily).
+
+Config, keyring and cryptography are imported on first use: a command that needs none of them
+starts without paying for them.
+"""
 
 from __future__ import annotations
 
@@ -6,11 +10,13 @@ import ipaddress
 import socket
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from pizzamail.config import Config, default_config_text, load_config
 from pizzamail.home import Home, resolve_home, write_private
-from pizzamail.secrets import SecretStore, secret_store
-from pizzamail.tls import generate_certificate
+
+if TYPE_CHECKING:
+    from pizzamail.config import Config
+    from pizzamail.secrets import SecretStore
 
 
 @dataclass(kw_only=True)
@@ -25,15 +31,22 @@ class App:
     @property
     def config(self) -> Config:
         if self._config is None:
+            from pizzamail.config import load_config
+
             self._config = load_config(self.home.config)
         return self._config
 
     @property
     def secrets(self) -> SecretStore:
+        from pizzamail.secrets import secret_store
+
         return secret_store(self.home)
 
     def initialise(self) -> list[str]:
         """Create whatever is missing (folders, config, account password). Returns what was made."""
+        from pizzamail.config import default_config_text
+        from pizzamail.tls import generate_certificate
+
         made = []
         if not self.home.root.is_dir():
             made.append(f"home folder {self.home.root}")

@@ -16,21 +16,21 @@ import getpass
 import json
 import textwrap
 from dataclasses import asdict
+from typing import TYPE_CHECKING
 
 import click
 
-from pizzamail.approvals.decide import Decision
 from pizzamail.approvals.ledger import STATE_TEXT, Applied, Rule, action_by_id, apply_decision, pending
 from pizzamail.approvals.ledger import remove_rule as remove_rule_row
 from pizzamail.approvals.ledger import rules as list_rules
-from pizzamail.approvals.shown import explain, shown_arguments
 from pizzamail.cli.app import App
-from pizzamail.composer import Composer, MailContext
 from pizzamail.store import Store
 from pizzamail.store.actions import HeldAction, canonical_json
 from pizzamail.store.blobs import BlobStore
-from pizzamail.tools import RunScope
-from pizzamail.tools.builtins import Builtins
+
+if TYPE_CHECKING:
+    from pizzamail.approvals.decide import Decision
+    from pizzamail.tools.builtins import Builtins
 
 
 @click.command()
@@ -45,6 +45,8 @@ def approvals(app: App, as_json: bool) -> None:
     if not found:
         click.echo("nothing waits for your approval")
         return
+    from pizzamail.approvals.shown import shown_arguments  # loaded by _pending already
+
     click.echo(f"{'ID':>4}  {'THREAD':>6}  {'STATE':<8} ACTION")
     for a, said in found:
         shown = canonical_json(shown_arguments(a, a.status))
@@ -59,6 +61,8 @@ def approvals(app: App, as_json: bool) -> None:
 @click.pass_obj
 def approve(app: App, action_id: int, always: bool) -> None:
     """Approve a held action: it runs once and the agent continues."""
+    from pizzamail.approvals.decide import Decision
+
     _decide(app, action_id, Decision(kind="approve_always" if always else "approve"))
 
 
@@ -68,6 +72,8 @@ def approve(app: App, action_id: int, always: bool) -> None:
 @click.pass_obj
 def deny(app: App, action_id: int, reason: tuple[str, ...]) -> None:
     """Deny a held action; the optional REASON goes to the agent."""
+    from pizzamail.approvals.decide import Decision
+
     _decide(app, action_id, Decision(kind="deny", note=" ".join(reason)))
 
 
@@ -129,12 +135,20 @@ async def _pending(app: App) -> list[tuple[HeldAction, str]]:
         found = await pending(store)
         if not found:
             return []
+        # The built-in tools and the composer take a fifth of a second to import: only when needed.
+        from pizzamail.composer import Composer
+        from pizzamail.tools.builtins import Builtins
+
         builtins = Builtins(store=store, blobs=BlobStore(root=app.home.blobs),
                             composer=Composer(config=app.config), sender=app.config.agent.address)
         return [(a, _described(app, builtins, a)) for a in found]
 
 
 def _described(app: App, builtins: Builtins, action: HeldAction) -> str:
+    from pizzamail.approvals.shown import explain, shown_arguments
+    from pizzamail.composer import MailContext
+    from pizzamail.tools import RunScope
+
     if action.server != "builtin":
         return ""
     mail = MailContext(thread_id=action.thread_id, run_id=action.run_id, subject="", in_reply_to=None)

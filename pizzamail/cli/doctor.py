@@ -17,6 +17,7 @@ from pizzamail.cli.mcp import probe
 from pizzamail.cli.skills import catalog
 from pizzamail.errors import PizzamailError
 from pizzamail.mailbox import STANDARD_FOLDERS, maildir
+from pizzamail.providers.registry import check_kinds
 from pizzamail.tls import certificate_days_left, fingerprint, server_context
 
 
@@ -38,7 +39,7 @@ def _home(app: App) -> Check:
 
 
 def _config(app: App) -> Check:
-    app.config  # noqa: B018 - loading is the check
+    check_kinds(app.config)  # loading it is the check, and its provider kinds
     return Check("ok", "config", str(app.home.config))
 
 

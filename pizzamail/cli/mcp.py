@@ -4,19 +4,22 @@ from __future__ import annotations
 
 import asyncio
 import json
-import tomllib
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from pizzamail.cli.app import App
-from pizzamail.config import Config, parse_config
+from pizzamail.config import Config, parse_config, read_toml
 from pizzamail.errors import ConfigError
 from pizzamail.home import write_private
-from pizzamail.tools.importing import from_mcp_json, toml_section
+from pizzamail.tools.importing import from_mcp_json
 from pizzamail.tools.mcp import McpHub
 from pizzamail.tools.names import exposed_name
+
+if TYPE_CHECKING:  # tomlkit takes a noticeable while to import: only `mcp add` loads it
+    from tomlkit.items import Table
 
 
 @dataclass(kw_only=True)
@@ -114,16 +117,38 @@ def _pairs(items: tuple[str, ...], option: str) -> dict[str, str]:
 
 
 def _append(app: App, sections: dict[str, dict[str, object]]) -> None:
-    """Append the sections to config.toml, after checking the whole result would load."""
+    """Add the sections to config.toml, after checking the whole result would load. tomlkit edits
+    the document in place, so the user's comments, order and spacing stay as they were."""
+    import tomlkit
+
     path = app.home.config
     text = path.read_text(encoding="utf-8") if path.exists() else ""
-    current = parse_config(tomllib.loads(text)) if text else Config()
+    current = parse_config(read_toml(text, path)) if text else Config()
     for name in sections:
         if name in current.mcp.servers:
             raise ConfigError(f"mcp.servers.{name}", name, "a name not configured yet",
                               hint="edit its section in config.toml instead")
-    added = "".join("\n" + toml_section(name, s) for name, s in sections.items())
-    new_text = text.rstrip("\n") + "\n" + added
-    parse_config(tomllib.loads(new_text))  # raises, naming the key, before anything is written
+    document = tomlkit.parse(text)
+    mcp = document.setdefault("mcp", tomlkit.table(is_super_table=True))
+    servers = mcp.setdefault("servers", tomlkit.table(is_super_table=True))
+    for name, section in sections.items():
+        servers[name] = _table(section)
+    new_text = tomlkit.dumps(document)
+    parse_config(read_toml(new_text, path))  # raises, naming the key, before anything is written
     app.home.root.mkdir(mode=0o700, parents=True, exist_ok=True)
     write_private(path, new_text.encode())
+
+
+def _table(section: dict[str, object]) -> Table:
+    """One server's table; its env and headers stay inline tables, one line each."""
+    import tomlkit
+
+    table = tomlkit.table()
+    for key, value in section.items():
+        if isinstance(value, dict):
+            inline = tomlkit.inline_table()
+            inline.update(value)
+            value = inline
+        table[key] = value
+    table.add(tomlkit.nl())  # a blank line before whatever section follows
+    return table

@@ -15,7 +15,7 @@ from pizzamail.cli.app import App
 from pizzamail.config import BUILTIN_PROVIDERS, Config, ProviderSettings
 from pizzamail.providers import bedrock
 from pizzamail.providers.probe import Probe, client, probe
-from pizzamail.providers.registry import find_key
+from pizzamail.providers.registry import check_kinds, find_key
 from pizzamail.secrets import SecretStore
 
 
@@ -84,6 +84,7 @@ def models(app: App, as_json: bool, check: bool) -> None:
 
     With --check, exits 1 when the selected provider, or one you configured in config.toml,
     cannot be reached (the built-in ones you do not use are only reported)."""
+    check_kinds(app.config)
     found = asyncio.run(rows(app.config, app.secrets, check=check))
     if as_json:
         click.echo(json.dumps({"model": app.config.agent.model, "selected": selected_name(app.config),

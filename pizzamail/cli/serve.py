@@ -41,8 +41,10 @@ def serve(app: App, demo_data: bool, verbose: bool) -> None:
             for item in app.initialise():
                 click.echo(f"created {item}")
             setup_logging(app.home.logs, verbose=verbose)
+        from pizzamail.providers.registry import check_kinds
         from pizzamail.service import Service
 
+        check_kinds(app.config)
         _warn_no_keyring(app)
         service = Service(home=app.home, config=app.config, secrets=app.secrets,
                           tls=server_context(*app.tls_paths()), demo_data=demo_data)

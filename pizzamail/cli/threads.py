@@ -5,15 +5,18 @@ from __future__ import annotations
 import asyncio
 import json
 from dataclasses import asdict
+from typing import TYPE_CHECKING
 
 import click
 
 from pizzamail.cli.app import App
-from pizzamail.intake.tasks import Stored, submit_text
 from pizzamail.store import Store
 from pizzamail.store.blobs import BlobStore
 from pizzamail.store.threads import Thread, list_threads
 from pizzamail.store.usage import Usage, thread_usage
+
+if TYPE_CHECKING:
+    from pizzamail.intake.tasks import Stored
 
 
 @click.command()
@@ -31,6 +34,8 @@ def task(app: App, text: str) -> None:
 
 
 async def _submit(app: App, text: str) -> Stored:
+    from pizzamail.intake.tasks import submit_text  # mail parsing: `threads` starts without it
+
     config = app.config
     async with Store(path=app.home.database) as store:
         return await submit_text(

@@ -10,21 +10,18 @@ import click
 
 from pizzamail.auth import sender_key
 from pizzamail.cli.app import App
-from pizzamail.config import ScheduleSettings, schedule_settings
+from pizzamail.config import HookSettings, ScheduleSettings, schedule_settings
 from pizzamail.errors import ConfigError
 from pizzamail.store import Store
 from pizzamail.store.blobs import BlobStore
+from pizzamail.store.hooks import Hook, list_hooks
+from pizzamail.store.schedules import Schedule, list_schedules, remove_schedule
+from pizzamail.store.senders import LastTask, last_task_from
 from pizzamail.triggers.post import Posted
 from pizzamail.triggers.scheduler import utcnow
-from pizzamail.triggers.schedules import (
-    Schedule,
-    list_schedules,
-    remove_schedule,
-    run_now,
-    save_schedule,
-)
+from pizzamail.triggers.schedules import run_now, save_schedule
 from pizzamail.triggers.watch import watch_rows
-from pizzamail.triggers.words import cron_in_words, local_time, when_in_words
+from pizzamail.when.words import cron_in_words, local_time, when_in_words
 
 
 @click.group()
@@ -161,19 +158,17 @@ async def _all(app: App) -> list[dict[str, Any]]:
         return _rows(app, [], {}, {}) + await watch_rows(None, app.config)
     async with Store(path=app.home.database) as store:
         schedules = await list_schedules(store)
-        hooks = {r["name"]: dict(r) for r in await store.fetchall("SELECT * FROM hooks")}
-        senders = {name: await _last_task(store, s.address) for name, s in app.config.senders.items()}
+        hooks = {h.name: h for h in await list_hooks(store)}
+        senders = {name: _last_task(await last_task_from(store, s.address))
+                   for name, s in app.config.senders.items()}
         return _rows(app, schedules, hooks, senders) + await watch_rows(store, app.config)
 
 
-def _rows(app: App, schedules: list[Schedule], hooks: dict[str, dict[str, Any]],
+def _rows(app: App, schedules: list[Schedule], hooks: dict[str, Hook],
           senders: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
     rows = [{"kind": "schedule", **_schedule_data(s),
              "last_at": s.last_fired_at, "last_outcome": s.last_outcome} for s in schedules]
-    rows += [{"kind": "hook", "name": name, "auth": h.auth, "thread": h.thread,
-              "last_at": hooks.get(name, {}).get("last_at"),
-              "last_outcome": hooks.get(name, {}).get("last_outcome")}
-             for name, h in sorted(app.config.hooks.items())]
+    rows += [_hook_row(name, h, hooks.get(name)) for name, h in sorted(app.config.hooks.items())]
     rows += [{"kind": "sender", "name": name, "address": s.address, "login": s.login(name),
               "approve": s.approve, "enabled": s.enabled,
               "can_log_in": s.enabled and bool(app.secrets.get(sender_key(name))),
@@ -182,14 +177,16 @@ def _rows(app: App, schedules: list[Schedule], hooks: dict[str, dict[str, Any]],
     return rows
 
 
-async def _last_task(store: Store, address: str) -> dict[str, Any]:
+def _hook_row(name: str, settings: HookSettings, seen: Hook | None) -> dict[str, Any]:
+    return {"kind": "hook", "name": name, "auth": settings.auth, "thread": settings.thread,
+            "last_at": seen.last_at if seen else None, "last_outcome": seen.last_outcome if seen else None}
+
+
+def _last_task(task: LastTask | None) -> dict[str, Any]:
     """When a sender's latest task arrived, and how its run went."""
-    row = await store.fetchone(
-        "SELECT m.created_at, r.id, r.status FROM messages m LEFT JOIN runs r ON r.message_id = m.id"
-        " WHERE m.kind = 'task' AND lower(m.sender) = ? ORDER BY m.id DESC LIMIT 1", (address.lower(),))
-    if row is None:
+    if task is None:
         return {"last_at": None, "last_outcome": None}
-    return {"last_at": row["created_at"], "last_outcome": f"run {row['id']}: {row['status']}"}
+    return {"last_at": task.received_at, "last_outcome": f"run {task.run_id}: {task.status}"}
 
 
 def _schedule_data(s: Schedule) -> dict[str, Any]:

@@ -14,8 +14,6 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from email.headerregistry import Address
 from email.message import EmailMessage
-from email.policy import SMTP
-from email.utils import format_datetime, make_msgid
 from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Any
@@ -26,6 +24,8 @@ from markupsafe import Markup
 from pizzamail.composer.render import markdown_html, templates_dir
 from pizzamail.config import Config
 from pizzamail.errors import PizzamailError
+from pizzamail.mail.build import build_mail
+from pizzamail.mail.ids import new_message_id
 
 _REPLY_PREFIX = re.compile(r"^\s*((re|aw|sv|antw)\s*(\[\d+\])?\s*:\s*)+", re.IGNORECASE)
 #: References keeps the thread root and this many of the latest ids (clients need no more)
@@ -164,9 +164,8 @@ class Composer:
         text = self.render("mail.txt.j2", body=body, **names)
         html = self.render("mail.html.j2", body_html=Markup(markdown_html(body)), subject=subject,
                            **names)
-        message_id = message_id or make_msgid(idstring=f"r{ctx.run_id}", domain=self.config.domain)[1:-1]
-        msg = self._headers(kind, ctx, subject, message_id, refs)
-        msg.set_content(text)
+        message_id = message_id or new_message_id(self.config.domain, idstring=f"r{ctx.run_id}")
+        msg = self._message(kind, ctx, subject, message_id, refs, text)
         msg.add_alternative(html, subtype="html")
         for path in files:
             _attach(msg, path)
@@ -175,28 +174,20 @@ class Composer:
         return Composed(kind=kind, message=msg, message_id=message_id, in_reply_to=ctx.in_reply_to,
                         references=refs, subject=subject, body=body)
 
-    def _headers(
-        self, kind: str, ctx: MailContext, subject: str, message_id: str, refs: list[str]
+    def _message(
+        self, kind: str, ctx: MailContext, subject: str, message_id: str, refs: list[str], text: str
     ) -> EmailMessage:
         agent, account = self.config.agent, self.config.account
-        msg = EmailMessage(policy=SMTP)
-        msg["From"] = Address(display_name=agent.name, addr_spec=agent.address)
-        msg["To"] = Address(addr_spec=account.address)
-        msg["Subject"] = subject
-        msg["Date"] = format_datetime(self.clock())
-        msg["Message-ID"] = f"<{message_id}>"
-        if ctx.in_reply_to:
-            msg["In-Reply-To"] = f"<{ctx.in_reply_to}>"
-        if refs:
-            msg["References"] = " ".join(f"<{r}>" for r in refs)
-        # RFC 3834: marks the mail as machine-written so well-behaved autoresponders stay quiet
-        msg["Auto-Submitted"] = "auto-replied"
-        msg["X-Pizzamail-Thread"] = str(ctx.thread_id)
-        msg["X-Pizzamail-Run"] = str(ctx.run_id)
-        msg["X-Pizzamail-Kind"] = kind
-        for name, value in ctx.headers:
-            msg[name] = value
-        return msg
+        headers = [
+            # RFC 3834: marks the mail as machine-written so well-behaved autoresponders stay quiet
+            ("Auto-Submitted", "auto-replied"),
+            ("X-Pizzamail-Thread", str(ctx.thread_id)), ("X-Pizzamail-Run", str(ctx.run_id)),
+            ("X-Pizzamail-Kind", kind), *ctx.headers,
+        ]
+        return build_mail(sender=str(Address(display_name=agent.name, addr_spec=agent.address)),
+                          to=account.address, subject=subject, text=text, message_id=message_id,
+                          in_reply_to=ctx.in_reply_to, references=refs, date=self.clock(),
+                          headers=headers).message
 
 
 def _attach(msg: EmailMessage, path: Path) -> None:

@@ -1,21 +1,25 @@
 """Typed settings read from ``config.toml``; the one place that validates and explains them.
 
-Each section is a keyword-only dataclass whose fields carry their default and a description. A wrong
-value raises :class:`ConfigError` naming the key, the value and what is allowed. Secrets never live
+Each section is a frozen keyword-only pydantic dataclass whose fields carry their default and a
+description; unknown keys are refused (``extra="forbid"``) and types are strict. A wrong value raises
+:class:`ConfigError` naming the key, the value and what is allowed (:mod:`.explain`). Secrets never live
 here: a provider names the keyring entry that holds its key.
 """
 
 from __future__ import annotations
 
-import tomllib
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
-from pizzamail.config.fields import POLICIES, SERVER_NAME_RE, duration_seconds, named, section
+from pydantic import Field
+from pydantic.dataclasses import dataclass
+
+from pizzamail.config.checks import POLICIES, SECTION, SERVER_NAME_RE, duration_seconds
+from pizzamail.config.explain import read_toml, validate
+from pizzamail.config.named import check_name, check_required
 from pizzamail.config.sections import (
     BUILTIN_PROVIDERS,
-    PROVIDER_KINDS,
     AccountSettings,
     AgentSettings,
     ApprovalsSettings,
@@ -30,20 +34,21 @@ from pizzamail.config.sections import (
 )
 from pizzamail.config.template import default_config_text
 from pizzamail.config.triggers import (
+    SENDER_REQUIRED,
     HookSettings,
     ScheduleSettings,
     SenderSettings,
+    finish_schedule,
     hook_settings,
     schedule_settings,
     sender_settings,
 )
-from pizzamail.config.watches import WatchSettings, watch_settings
+from pizzamail.config.watches import WATCH_REQUIRED, WatchSettings, finish_watch, watch_settings
 from pizzamail.errors import ConfigError
 
 __all__ = [
     "BUILTIN_PROVIDERS",
     "POLICIES",
-    "PROVIDER_KINDS",
     "AccountSettings",
     "AgentSettings",
     "ApprovalsSettings",
@@ -66,28 +71,29 @@ __all__ = [
     "load_config",
     "mcp_server",
     "parse_config",
+    "read_toml",
     "schedule_settings",
     "sender_settings",
     "watch_settings",
 ]
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, config=SECTION)
 class Config:
-    server: ServerSettings = field(default_factory=ServerSettings)
-    account: AccountSettings = field(default_factory=AccountSettings)
-    agent: AgentSettings = field(default_factory=AgentSettings)
-    runner: RunnerSettings = field(default_factory=RunnerSettings)
-    providers: dict[str, ProviderSettings] = field(default_factory=dict)
-    mcp: McpSettings = field(default_factory=McpSettings)
-    tools: ToolsSettings = field(default_factory=ToolsSettings)
-    skills: SkillsSettings = field(default_factory=SkillsSettings)
-    approvals: ApprovalsSettings = field(default_factory=ApprovalsSettings)
-    relay: RelaySettings = field(default_factory=RelaySettings)
-    schedules: dict[str, ScheduleSettings] = field(default_factory=dict)
-    hooks: dict[str, HookSettings] = field(default_factory=dict)
-    senders: dict[str, SenderSettings] = field(default_factory=dict)
-    watches: dict[str, WatchSettings] = field(default_factory=dict)
+    server: ServerSettings = Field(default_factory=ServerSettings)
+    account: AccountSettings = Field(default_factory=AccountSettings)
+    agent: AgentSettings = Field(default_factory=AgentSettings)
+    runner: RunnerSettings = Field(default_factory=RunnerSettings)
+    providers: dict[str, ProviderSettings] = Field(default_factory=dict)
+    mcp: McpSettings = Field(default_factory=McpSettings)
+    tools: ToolsSettings = Field(default_factory=ToolsSettings)
+    skills: SkillsSettings = Field(default_factory=SkillsSettings)
+    approvals: ApprovalsSettings = Field(default_factory=ApprovalsSettings)
+    relay: RelaySettings = Field(default_factory=RelaySettings)
+    schedules: dict[str, ScheduleSettings] = Field(default_factory=dict)
+    hooks: dict[str, HookSettings] = Field(default_factory=dict)
+    senders: dict[str, SenderSettings] = Field(default_factory=dict)
+    watches: dict[str, WatchSettings] = Field(default_factory=dict)
 
     @property
     def domain(self) -> str:
@@ -115,26 +121,9 @@ class Config:
         return None
 
 
-
 def parse_config(data: dict[str, Any]) -> Config:
     """Build a validated :class:`Config` from parsed TOML."""
-    sections = {"server": ServerSettings, "account": AccountSettings, "agent": AgentSettings,
-                "runner": RunnerSettings, "tools": ToolsSettings, "skills": SkillsSettings,
-                "approvals": ApprovalsSettings, "relay": RelaySettings}
-    known = (*sections, "providers", "mcp", "schedules", "hooks", "senders", "watches")
-    for key in data:
-        if key not in known:
-            raise ConfigError(key, data[key], "sections " + ", ".join(known))
-    kwargs: dict[str, Any] = {
-        name: section(cls, data.get(name, {}), name) for name, cls in sections.items()
-    }
-    kwargs["providers"] = _providers(data.get("providers", {}))
-    kwargs["mcp"] = _mcp(data.get("mcp", {}))
-    kwargs["schedules"] = named(data.get("schedules", {}), "schedules", schedule_settings)
-    kwargs["hooks"] = named(data.get("hooks", {}), "hooks", hook_settings)
-    kwargs["senders"] = named(data.get("senders", {}), "senders", sender_settings)
-    kwargs["watches"] = named(data.get("watches", {}), "watches", watch_settings)
-    config = Config(**kwargs)
+    config = _named_sections(validate(Config, _with_builtin_providers(data)))
     relay = config.relay
     if relay.security == "none" and relay.host and relay.host not in ("127.0.0.1", "::1", "localhost"):
         raise ConfigError("relay.security", "none", "starttls or ssl for a relay beyond loopback")
@@ -142,6 +131,41 @@ def parse_config(data: dict[str, Any]) -> Config:
         raise ConfigError("agent.address", config.agent.address, "an address other than yours")
     _check_senders(config)
     return config
+
+
+def _named_sections(config: Config) -> Config:
+    """The rules of each ``[KIND.NAME]`` section beyond its keys' types; ``when`` becomes ``cron``."""
+    servers = {name: _check_mcp_server(name, server) for name, server in config.mcp.servers.items()}
+    return replace(
+        config, mcp=replace(config.mcp, servers=servers),
+        schedules={name: finish_schedule(name, _named("schedules", name, s))
+                   for name, s in config.schedules.items()},
+        hooks={name: _named("hooks", name, s) for name, s in config.hooks.items()},
+        senders={name: _named("senders", name, s, SENDER_REQUIRED) for name, s in config.senders.items()},
+        watches={name: finish_watch(name, _named("watches", name, s, WATCH_REQUIRED))
+                 for name, s in config.watches.items()},
+    )
+
+
+S = TypeVar("S")
+
+
+def _named(kind: str, name: str, settings: S, required: dict[str, str] | None = None) -> S:
+    check_name(kind, name)
+    return check_required(kind, name, settings, required)
+
+
+def _with_builtin_providers(data: dict[str, Any]) -> dict[str, Any]:
+    """A written section of a built-in provider starts from the built-in defaults; a written
+    [providers.local] is the user's own (e.g. an OpenAI-compatible server on this machine): only the
+    embedded model's implicit section has kind "local"."""
+    providers = data.get("providers")
+    if not isinstance(providers, dict):
+        return data
+    merged = {name: {**BUILTIN_PROVIDERS.get(name, {}), **table}
+              if name != "local" and isinstance(table, dict) else table
+              for name, table in providers.items()}
+    return {**data, "providers": merged}
 
 
 def _check_senders(config: Config) -> None:
@@ -157,44 +181,20 @@ def _check_senders(config: Config) -> None:
             seen[value] = f"senders.{name}.{key}"
 
 
-def _providers(data: object) -> dict[str, ProviderSettings]:
-    if not isinstance(data, dict):
-        raise ConfigError("providers", data, "a table of [providers.NAME] sections")
-    result = {}
-    for name, table in data.items():
-        # a written [providers.local] is the user's own (e.g. an OpenAI-compatible server on this
-        # machine): only the embedded model's implicit section has kind "local"
-        defaults: dict[str, Any] = dict(BUILTIN_PROVIDERS.get(name, {})) if name != "local" else {}
-        settings = section(ProviderSettings, {**defaults, **table}, f"providers.{name}")
-        if settings.kind not in PROVIDER_KINDS:
-            raise ConfigError(f"providers.{name}.kind", settings.kind, ", ".join(PROVIDER_KINDS))
-        result[name] = settings
-    return result
-
-
-def _mcp(data: object) -> McpSettings:
-    if not isinstance(data, dict):
-        raise ConfigError("mcp", data, "a table with [mcp.servers.NAME] sections")
-    rest = {k: v for k, v in data.items() if k != "servers"}
-    servers = data.get("servers", {})
-    if not isinstance(servers, dict):
-        raise ConfigError("mcp.servers", servers, "a table of [mcp.servers.NAME] sections")
-    base = section(McpSettings, rest, "mcp")
-    return replace(base, servers={name: mcp_server(name, table) for name, table in servers.items()})
-
-
 def mcp_server(name: str, table: object) -> McpServerSettings:
     """One ``[mcp.servers.NAME]`` section, validated (also used by ``pizzamail mcp add``)."""
+    return _check_mcp_server(name, validate(McpServerSettings, table, f"mcp.servers.{name}"))
+
+
+def _check_mcp_server(name: str, settings: McpServerSettings) -> McpServerSettings:
     prefix = f"mcp.servers.{name}"
     if not SERVER_NAME_RE.match(name):
         raise ConfigError(prefix, name, "a server name of letters, digits, _ and - (at most 40)")
-    settings = section(McpServerSettings, table, prefix)
     if settings.command and settings.url:
         raise ConfigError(f"{prefix}.url", settings.url, "either command (stdio) or url, not both")
     if not (settings.command or settings.url):
         raise ConfigError(f"{prefix}.command", "", "a command (stdio) or a url (streamable HTTP)")
     return settings
-
 
 
 def load_config(path: Path) -> Config:
@@ -203,9 +203,4 @@ def load_config(path: Path) -> Config:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         return Config()
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(str(path), "(unreadable)", f"valid TOML ({exc})") from None
-    return parse_config(data)
-
+    return parse_config(read_toml(text, path))

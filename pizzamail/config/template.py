@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import fields
+from typing import Any
 
 from pizzamail.config.sections import AccountSettings, AgentSettings, RunnerSettings, ServerSettings
 
@@ -10,11 +10,12 @@ from pizzamail.config.sections import AccountSettings, AgentSettings, RunnerSett
 def default_config_text() -> str:
     """The config.toml written by ``pizzamail init``: every setting with its default, documented."""
     lines = ["# pizzamail settings. Secrets are never stored here: see `pizzamail keys --help`.", ""]
-    for name, cls in (("server", ServerSettings), ("account", AccountSettings),
-                      ("agent", AgentSettings), ("runner", RunnerSettings)):
-        lines.append(f"[{name}]")
-        for f in fields(cls):
-            lines.append(f"{f.name} = {_toml(f.default)}  # {f.metadata['doc']}")
+    sections: tuple[tuple[str, Any], ...] = (("server", ServerSettings), ("account", AccountSettings),
+                                             ("agent", AgentSettings), ("runner", RunnerSettings))
+    for section, cls in sections:
+        lines.append(f"[{section}]")
+        for name, f in cls.__pydantic_fields__.items():
+            lines.append(f"{name} = {_toml(f.default)}  # {f.description}")
         lines.append("")
     lines += [
         "# Any OpenAI-compatible endpoint; select it with agent.model = \"NAME:MODEL\".",

@@ -1,7 +1,7 @@
 """SMTP intake: an aiosmtpd handler that authenticates, validates, stores and answers.
 
-Thin by design: it never runs the agent. ``250`` is sent only after the task is committed;
-afterwards ``on_stored`` tells the rest of the service (filing, runner) that work arrived.
+Thin by design: it never runs the agent. ``250`` is sent only after the task is committed; the
+store's commit events tell the rest of the service (filing, runner, approvals) what arrived.
 
 The session remembers which :class:`Login` authenticated (the owner or a ``[senders.NAME]``
 program): the envelope sender and the From header must be that login's own address, and a sender
@@ -28,8 +28,8 @@ from pizzamail.auth import Accounts, Login
 from pizzamail.composer import Composer
 from pizzamail.errors import PizzamailError, SmtpRefusal, Unavailable
 from pizzamail.guard import Gate, TokenBucket, Visitor
-from pizzamail.intake.parse import ParsedMail, parse_bytes, parsed_mail
 from pizzamail.intake.tasks import Stored, store_task
+from pizzamail.mail.parse import ParsedMail, parse_bytes, parsed_mail
 from pizzamail.store import Store
 from pizzamail.store.blobs import BlobStore
 
@@ -59,7 +59,6 @@ class IntakeHandler:
     #: addresses that reach the agent (``bot@…``); plus-addresses of them are accepted too
     agents: frozenset[str]
     domain: str
-    on_stored: Callable[[Stored], None] = lambda stored: None
     composer: Composer | None = None
     """renders the short reply to a decision that changed nothing; without it, replies to approval
     requests are not treated as decisions"""
@@ -126,7 +125,6 @@ class IntakeHandler:
             return await self.handle_exception(exc)
         if stored.duplicate:
             return "250 2.0.0 already received; not stored twice"
-        self.on_stored(stored)
         if stored.run_id is None:
             return f"250 2.0.0 decision recorded in thread {stored.thread_id}"
         log.info("task stored: thread %s run %s (%d bytes)", stored.thread_id, stored.run_id, len(raw))
@@ -190,7 +188,7 @@ class IntakeHandler:
         decided = await record_decision(
             self.store, self.blobs, raw, parsed, msg, action=action, approvers=self.approvers,
             composer=self.composer, sender=min(self.agents), domain=self.domain,
-            decision=send_decision(self.blobs, raw, msg, outsiders),
+            decision=await send_decision(self.blobs, raw, msg, outsiders),
         )
         log.info("draft of action %d sent by the user: %s", action.id,
                  "approved with their edits" if decided.applied else "no change")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pizzamail.providers.registry import KINDS, ProviderArgs, provider_for, register_kind
+from pizzamail.providers.registry import KINDS, ProviderArgs, check_kinds, provider_for, register_kind
 from pizzamail.providers.types import Message, Provider, Response, ToolCall, ToolSpec, Usage
 
 __all__ = [
@@ -14,6 +14,7 @@ __all__ = [
     "ToolCall",
     "ToolSpec",
     "Usage",
+    "check_kinds",
     "provider_for",
     "register_kind",
 ]

@@ -1,7 +1,8 @@
 """From ``[agent] model = "NAME:MODEL"`` to a ready :class:`Provider`.
 
 Provider *kinds* (wire formats) register in :data:`KINDS` through :func:`register_kind`; the
-built-in ``openai``, ``anthropic`` and ``bedrock`` kinds register exactly as a third-party one would.
+built-in ``openai``, ``anthropic``, ``bedrock`` and ``local`` kinds register exactly as a third-party
+one would, and :func:`check_kinds` holds config.toml's kinds against them.
 A *name* is a ``[providers.NAME]`` section of config.toml that picks a kind, an endpoint and where its
 key is kept (``openai``, ``anthropic``, ``bedrock``, ``ollama`` and ``local`` work without a section).
 
@@ -14,12 +15,11 @@ as Ollama or LM Studio), which is then called without one.
 from __future__ import annotations
 
 import asyncio
-import os
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from pizzamail.config import Config, ProviderSettings
-from pizzamail.errors import ProviderNotConfigured, SecretMissing
+from pizzamail.errors import ConfigError, ProviderNotConfigured, SecretMissing
 from pizzamail.providers import bedrock, local
 from pizzamail.providers.anthropic import AnthropicProvider
 from pizzamail.providers.openai import OpenAIProvider, Sleep
@@ -84,6 +84,15 @@ register_kind("bedrock", _bedrock)
 register_kind("local", _local)
 
 
+def check_kinds(config: Config) -> None:
+    """Every ``[providers.NAME] kind`` is one registered here. Config takes any kind (it sits below
+    the providers and cannot know them), so ``serve``, ``doctor`` and ``models`` ask here."""
+    for name, settings in config.providers.items():
+        if settings.kind not in KINDS:
+            raise ConfigError(f"providers.{name}.kind", settings.kind,
+                              "a kind this pizzamail knows: " + ", ".join(sorted(KINDS)))
+
+
 def select_provider(config: Config, secrets: SecretStore, *, sleep: Sleep = asyncio.sleep,
                     offline: Callable[[], bool] = local.available) -> Provider:
     """:func:`provider_for`, except that when it is not configured (no key, unknown name) and the
@@ -146,7 +155,7 @@ def find_key(name: str, settings: ProviderSettings, secrets: SecretStore) -> tup
     stored = secrets.get(settings.key or name)
     if stored:
         return stored, "keyring" if secrets.use_keyring else "file"
-    from_env = os.environ.get(settings.key_env) if settings.key_env else None
+    from_env = secrets.from_env(settings.key_env) if settings.key_env else None
     if from_env:
         return from_env, f"env ${settings.key_env}"
     if settings.kind == "bedrock":

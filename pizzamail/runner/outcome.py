@@ -15,8 +15,9 @@ from collections.abc import Sequence
 from pizzamail.composer import Composed
 from pizzamail.store import Store
 from pizzamail.store.blobs import BlobStore
+from pizzamail.store.mailwriter import add_mail, message_row
 from pizzamail.store.runs import Run, finish_run
-from pizzamail.store.threads import NewMessage, add_message, log_event, message_exists, set_thread_status
+from pizzamail.store.threads import NewMessage, log_event, set_thread_status
 from pizzamail.store.usage import record_run_usage
 
 
@@ -27,21 +28,16 @@ async def conclude(
 ) -> bool:
     """Record the run's mail and finish it. False if the run was no longer ours to finish.
     ``extra`` messages (a held draft for ``Drafts``) are recorded with it, once each."""
-    data = mail.as_bytes()
-    digest = blobs.put(data)  # before the row that names it, so a committed row has its blob
+    blob = await blobs.save(mail.as_bytes())  # before the row that names it, so a committed row has its blob
     async with store.write() as db:
         async with db.execute("SELECT status FROM runs WHERE id = ?", (run.id,)) as cursor:
             row = await cursor.fetchone()
         if row is None or row["status"] != "running":
             return False
-        await add_message(db, run.thread_id, NewMessage(
-            message_id=mail.message_id, in_reply_to=mail.in_reply_to, refs=mail.references,
-            direction="out", kind=mail.kind, sender=sender, subject=mail.subject, body=mail.body,
-            blob=digest, size=len(data), folder="INBOX", flags="", run_id=run.id,
-        ))
+        reply = message_row(mail, blob, kind=mail.kind, sender=sender, run_id=run.id)
+        await add_mail(db, run.thread_id, reply)
         for message in extra:
-            if not await message_exists(db, message.message_id):
-                await add_message(db, run.thread_id, message)
+            await add_mail(db, run.thread_id, message, once=True)
         await finish_run(db, run, status=status, error=error, model=model)
         await record_run_usage(db, run.id)
         if request_for is not None:  # a reply to this mail routes back to the action by In-Reply-To

@@ -1,7 +1,7 @@
 """The runner: a pool of asyncio workers that take queued runs and drive them to one mail each.
 
-Workers wait on a wake-up event (``wake()``, called by intake after it commits a task) with a slow
-poll as fallback, so runs queued by another process (``pizzamail task``) are found too. Every run
+Workers wait on a wake-up event (``wake()``, on every :class:`RunQueued` the store publishes) with a
+slow poll as fallback, so runs queued by another process (``pizzamail task``) are found too. Every run
 ends with exactly one mail in its thread: the reply, an error report, or a notice that no model is
 configured. A run interrupted by ``stop()`` goes back to the queue and resumes from its checkpoints.
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -25,7 +25,7 @@ from pizzamail.approvals.ledger import (
     record_release,
     was_released,
 )
-from pizzamail.approvals.outbox import DRAFTS_FOLDER, Outbox, draft_id, draft_message
+from pizzamail.approvals.outbox import DRAFTS_FOLDER, Outbox, draft_message
 from pizzamail.approvals.release import Waiting, settle
 from pizzamail.approvals.request import request_mail, sync_action_folder
 from pizzamail.composer import Composed, Composer, MailContext
@@ -45,6 +45,8 @@ from pizzamail.secrets import SecretStore
 from pizzamail.store import Store
 from pizzamail.store.actions import HeldAction, NewHeldAction, canonical_json, hold_action
 from pizzamail.store.blobs import BlobStore
+from pizzamail.store.events import RunQueued
+from pizzamail.store.mailwriter import message_row
 from pizzamail.store.runs import (
     Run,
     add_step,
@@ -85,9 +87,10 @@ class Runner:
     workspaces: Path | None = None
     """where each run gets its folder for files it writes (default: ``workspaces/`` beside the
     blob store, i.e. in the home folder)"""
-    filer: Callable[[], Awaitable[object]] | None = None
-    """files committed mail into the Maildir. Pass the service's one :class:`Filer` (``filer.run``)
-    so all filing is serialised. Default: a Filer of the runner's own"""
+    filer: Filer | None = None
+    """files a run's mail into the Maildir before the run counts as finished (so the log line and
+    ``wait_for`` come after it). Pass the service's one :class:`Filer`, which also follows every
+    other writer's mail, so all filing is serialised. Default: a Filer of the runner's own"""
     poll_interval: float = 2.0
     """seconds between looks at the queue when nobody calls ``wake()``"""
     on_filed: Callable[[], None] | None = None
@@ -109,7 +112,8 @@ class Runner:
     _action_lock: asyncio.Lock = field(default_factory=asyncio.Lock, init=False)
     _new_provider: Callable[[], Provider] = field(init=False, repr=False)
     _mails: Composer = field(init=False, repr=False)
-    _file_mail: Callable[[], Awaitable[object]] = field(init=False, repr=False)
+    _filer: Filer = field(init=False, repr=False)
+    _unsubscribe: Callable[[], None] | None = field(default=None, init=False, repr=False)
     _notices: dict[int, str] = field(default_factory=dict, init=False)  # run id -> provider notice
 
     def __post_init__(self) -> None:
@@ -121,7 +125,7 @@ class Runner:
         else:
             raise TypeError("Runner needs a provider_factory or a SecretStore (secrets=...)")
         self._mails = self.composer or Composer(config=self.config)
-        self._file_mail = self.filer or Filer(mailbox=self.mailbox, blobs=self.blobs).run
+        self._filer = self.filer or Filer(mailbox=self.mailbox, blobs=self.blobs)
         if self.outbox is None:
             keys = self.secrets
             self.outbox = Outbox(settings=self.config.relay, sender=self.config.account.address,
@@ -135,6 +139,7 @@ class Runner:
         if requeued:
             log.info("resuming %d interrupted run(s): %s", len(requeued), requeued)
         self._stopping = False
+        self._unsubscribe = self.store.events.subscribe(RunQueued, lambda _: self.wake())
         self._kick.set()  # look at the queue at once
         self._tasks = [asyncio.create_task(self._worker(), name=f"pizzamail-runner-{n}")
                        for n in range(self.config.runner.concurrency)]
@@ -148,6 +153,9 @@ class Runner:
         and stops at its next model or tool call.
         """
         self._stopping = True
+        if self._unsubscribe is not None:
+            self._unsubscribe()
+            self._unsubscribe = None
         self._kick.set()  # idle workers wake up and leave
         for task in list(self._cancellable):
             task.cancel()
@@ -193,6 +201,7 @@ class Runner:
                 continue
             self._kick.set()  # there may be more queued: let another idle worker look too
             try:
+                await self._file_task()
                 status = await self.work(run)
             except asyncio.CancelledError:
                 self._interrupted.append(run.id)
@@ -299,7 +308,7 @@ class Runner:
                                     transcript=transcript, bot=self.config.agent.address,
                                     expires=self.config.expiry(outcome.action.server))
                 return await self._finish(run, mail, status="waiting", request_for=outcome.action.id,
-                                          extra=self._draft(outcome.action))
+                                          extra=await self._draft(outcome.action))
             if not outcome.text.strip():
                 raise RunError(f"the model finished without an answer ({outcome.finish_reason})")
             reply = self._mails.reply(mail_ctx, outcome.text, notes=notes, files=attachments(scope.workspace),
@@ -397,19 +406,16 @@ class Runner:
                 ))
         self._not_alone(run.id)
 
-    def _draft(self, action: HeldAction) -> tuple[NewMessage, ...]:
+    async def _draft(self, action: HeldAction) -> tuple[NewMessage, ...]:
         """A held ``draft_email`` is also a real draft in ``Drafts`` (filed once per action)."""
         if not action.is_draft:
             return ()
         owner = self.config.account.address
-        msg = draft_message(action, action.release_arguments, owner=owner, domain=self.config.domain,
-                            date=self.clock(), routed=True)
-        data = msg.as_bytes()
-        return (NewMessage(
-            message_id=draft_id(action, self.config.domain), in_reply_to=None, refs=[], direction="out",
-            kind="draft", sender=owner, subject=str(msg["Subject"]), body=str(msg.get_content()),
-            blob=self.blobs.put(data), size=len(data), folder=DRAFTS_FOLDER, flags="\\Draft",
-            run_id=action.run_id),)
+        draft = draft_message(action, action.release_arguments, owner=owner, domain=self.config.domain,
+                              date=self.clock(), routed=True)
+        blob = await self.blobs.save(draft.as_bytes())
+        return (message_row(draft, blob, kind="draft", sender=owner, folder=DRAFTS_FOLDER, flags="\\Draft",
+                            run_id=action.run_id),)
 
     async def _finish(self, run: Run, mail: Composed, *, status: str, error: str | None = None,
                       request_for: int | None = None, extra: tuple[NewMessage, ...] = ()) -> str:
@@ -425,9 +431,17 @@ class Runner:
         log.info("run %d %s (%s mail)", run.id, status, mail.kind)
         return status
 
+    async def _file_task(self) -> None:
+        """A run's task is in INBOX while it works, whoever stored it: another process (``pizzamail
+        task``, ``schedule run``) publishes no commit event here for the filing to follow."""
+        try:
+            await self._filer.run()
+        except Exception:  # filed at the next look; the run need not wait for it
+            log.exception("could not file new mail into the Maildir")
+
     async def _file(self) -> None:
         try:
-            await self._file_mail()
+            await self._filer.run()
             await self.sync_approvals()
         except Exception:  # committed mail is filed at the next start; the run is done anyway
             log.exception("could not file new mail into the Maildir")
@@ -437,15 +451,14 @@ class Runner:
 
     async def sync_approvals(self) -> None:
         """Keep ``Action`` = the waiting requests; a deleted request is "ignored" (its run resumes).
-        Requests past ``[approvals] expires`` expire, those past ``remind_after`` get a reminder."""
+        Requests past ``[approvals] expires`` expire, those past ``remind_after`` get a reminder.
+        A run resumed by either is announced by the store (``RunQueued``), which wakes the workers."""
         async with self._action_lock:
-            expired, reminded = await expire_and_remind(self.store, self.blobs, self._mails, self.config,
-                                                        now=self.clock())
+            _, reminded = await expire_and_remind(self.store, self.blobs, self._mails, self.config,
+                                                  now=self.clock())
             if reminded:
-                await self._file_mail()
-            if await sync_action_folder(self.store, self.mailbox, self.blobs,
-                                        owner=self.config.account.address) or expired:
-                self.wake()
+                await self._filer.run()
+            await sync_action_folder(self.store, self.mailbox, self.blobs, owner=self.config.account.address)
 
 
 def _idempotent(toolbox: Toolbox, name: str) -> bool:

@@ -1,7 +1,8 @@
 """The store: SQLite through aiosqlite, the one source of truth for state.
 
 One writer connection (serialised by a lock, ``BEGIN IMMEDIATE`` per transaction) and one reader
-connection; in WAL mode readers never see a half-done write and never block the writer.
+connection; in WAL mode readers never see a half-done write and never block the writer. What a
+transaction changed is published to ``Store.events`` after its commit (:mod:`pizzamail.store.events`).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 
 import aiosqlite
 
+from pizzamail.store.events import CommitEvent, Events, collecting
 from pizzamail.store.migrations import migrate
 
 
@@ -46,6 +48,8 @@ class Store:
     path: Path
     _writer: aiosqlite.Connection | None = None
     _reader: aiosqlite.Connection | None = None
+    events: Events = field(default_factory=Events)
+    """commit events: subscribe here to follow what the service's own transactions change"""
     _lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
     async def open(self) -> Store:
@@ -69,7 +73,8 @@ class Store:
 
     @asynccontextmanager
     async def write(self) -> AsyncIterator[aiosqlite.Connection]:
-        """One write transaction: committed on normal exit, rolled back on an exception.
+        """One write transaction: committed on normal exit, rolled back on an exception. The events
+        recorded in it are published once it is committed, never for a rollback.
 
         Safe under cancellation: aiosqlite runs statements in order on its own thread, so the
         rollback (or commit) queued here always follows the BEGIN, even one whose await was
@@ -78,13 +83,26 @@ class Store:
         assert self._writer is not None, "store is not open"
         db = self._writer
         async with self._lock:
-            try:
-                await db.execute("BEGIN IMMEDIATE")
-                yield db
-            except BaseException:
-                await asyncio.shield(db.rollback())
-                raise
-            await asyncio.shield(db.commit())
+            with collecting(db) as changes:
+                try:
+                    await db.execute("BEGIN IMMEDIATE")
+                    yield db
+                except BaseException:
+                    await asyncio.shield(db.rollback())
+                    raise
+                await self._commit(db, changes)
+
+    async def _commit(self, db: aiosqlite.Connection, changes: list[CommitEvent]) -> None:
+        """A commit whose caller is cancelled meanwhile still happens, so its events are published
+        when it is done (before the caller resumes, when it is not cancelled)."""
+        commit = asyncio.ensure_future(db.commit())
+
+        def committed(done: asyncio.Future[None]) -> None:
+            if not done.cancelled() and done.exception() is None:
+                self.events.publish(changes)
+
+        commit.add_done_callback(committed)
+        await asyncio.shield(commit)
 
     async def fetchall(self, sql: str, params: Iterable[Any] = ()) -> list[aiosqlite.Row]:
         """All rows of one query, read to the end in one step of the reader's thread.

@@ -1,15 +1,25 @@
 """Content-addressed files under ``blobs/``: raw mail bytes and attachments.
 
 A blob is written and fsynced before the database row that names it is committed, so a committed
-row never points at a missing file.
+row never points at a missing file. Writing and fsyncing take a while on a slow disk, so the async
+code writes through :meth:`BlobStore.save`, which does it in a worker thread.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
+
+
+@dataclass(frozen=True, kw_only=True)
+class Blob:
+    """Bytes in the blob store, written and fsynced: a row may name them now."""
+
+    digest: str
+    size: int
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -34,6 +44,10 @@ class BlobStore:
             os.close(fd)
         os.replace(tmp, target)
         return digest
+
+    async def save(self, data: bytes) -> Blob:
+        """:meth:`put`, off the event loop."""
+        return Blob(digest=await asyncio.to_thread(self.put, data), size=len(data))
 
     def get(self, digest: str) -> bytes:
         return self.path(digest).read_bytes()

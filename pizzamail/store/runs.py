@@ -9,6 +9,7 @@ from typing import Any
 import aiosqlite
 
 from pizzamail.store import Store, now
+from pizzamail.store.events import RunQueued, record
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -56,6 +57,7 @@ async def create_run(
         "UPDATE threads SET status = 'queued', updated_at = ? WHERE id = ?", (now(), thread_id)
     )
     assert cursor.lastrowid is not None
+    record(db, RunQueued(run=cursor.lastrowid, thread=thread_id))
     return cursor.lastrowid
 
 
@@ -154,6 +156,11 @@ async def finish_run(
 
 async def has_queued(store: Store) -> bool:
     return await store.fetchone("SELECT 1 FROM runs WHERE status = 'queued' LIMIT 1") is not None
+
+
+async def count_queued(store: Store) -> int:
+    row = await store.fetchone("SELECT count(*) FROM runs WHERE status = 'queued'")
+    return int(row[0]) if row else 0
 
 
 async def release_runs(store: Store, run_ids: list[int]) -> None:

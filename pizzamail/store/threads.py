@@ -8,7 +8,9 @@ from typing import Any
 
 import aiosqlite
 
+from pizzamail.mail.ids import bare
 from pizzamail.store import Store, now
+from pizzamail.store.events import MessageAdded, record
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -96,7 +98,24 @@ async def add_message(db: aiosqlite.Connection, thread_id: int, msg: NewMessage)
          msg.folder, msg.flags, now()),
     )
     assert cursor.lastrowid is not None
+    record(db, MessageAdded(message=cursor.lastrowid, thread=thread_id, folder=msg.folder,
+                            direction=msg.direction, kind=msg.kind))
     return cursor.lastrowid
+
+
+async def thread_chain(db: aiosqlite.Connection, thread_id: int, *, keep: int = 20
+                       ) -> tuple[str | None, list[str]]:
+    """In-Reply-To and References continuing a thread after its latest message (read inside the
+    writing transaction; rows written before ids were kept bare still have angle brackets)."""
+    async with db.execute(
+        "SELECT message_id, refs FROM messages WHERE thread_id = ? ORDER BY id DESC LIMIT 1", (thread_id,)
+    ) as cursor:
+        row = await cursor.fetchone()
+    if row is None:
+        return None, []
+    refs = [bare(r) for r in str(row["refs"]).split() if r][-keep:]  # bounded, as mail clients do
+    parent = bare(str(row["message_id"]))
+    return parent, [*refs, parent]
 
 
 async def thread_for_references(store: Store, message_ids: list[str]) -> int | None:

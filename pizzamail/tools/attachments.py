@@ -4,9 +4,8 @@ beyond the bytes handed in: the caller reads the stored mails."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from email.message import EmailMessage
 
-from pizzamail.intake.parse import header_text, parse_bytes, parsed_mail
+from pizzamail.mail.parse import ParsedMail, parse_mail
 
 #: types whose bytes are text even though they are not text/*
 _TEXTUAL = ("application/json", "application/xml", "application/csv", "application/x-yaml",
@@ -31,35 +30,11 @@ class Attachment:
                 f" from the mail {self.message_subject!r}")
 
 
-def attachments_of(raw: bytes, *, subject: str, start: int) -> list[Attachment]:
-    """The attachments of one raw mail, numbered from ``start``."""
-    msg = parse_bytes(raw)
-    found: list[Attachment] = []
-    try:
-        parts = list(msg.iter_attachments())
-    except (KeyError, ValueError, TypeError):
-        return []
-    for part in parts:
-        data = _data(part)
-        name = part.get_filename() or f"attachment-{start + len(found)}"
-        found.append(Attachment(index=start + len(found), filename=name, data=data,
-                                content_type=part.get_content_type(), message_subject=subject))
-    return found
-
-
-def _data(part: EmailMessage) -> bytes:
-    """The part's bytes; for an attached mail (message/rfc822, which has no transfer encoding to
-    decode: ``get_payload(decode=True)`` is None) the mail itself."""
-    payload = part.get_payload(decode=True)
-    if isinstance(payload, bytes):
-        return payload
-    if part.get_content_maintype() != "message":
-        return b""
-    try:
-        inner = part.get_payload(0)
-        return inner.as_bytes() if isinstance(inner, EmailMessage) else b""
-    except (IndexError, TypeError, ValueError, LookupError):  # an empty or broken attached mail
-        return b""
+def attachments_of(parsed: ParsedMail, *, subject: str, start: int) -> list[Attachment]:
+    """The attachments of one parsed mail, numbered from ``start``."""
+    return [Attachment(index=start + n, filename=f.filename or f"attachment-{start + n}", data=f.data,
+                       content_type=f.content_type, message_subject=subject)
+            for n, f in enumerate(parsed.files)]
 
 
 def attachment_text(attachment: Attachment, *, charset: str = "utf-8") -> str:
@@ -77,10 +52,8 @@ def attachment_text(attachment: Attachment, *, charset: str = "utf-8") -> str:
 
 def _mail_text(raw: bytes) -> str:
     """An attached mail as its main headers, text and the names of its own attachments."""
-    msg = parse_bytes(raw)
-    parsed = parsed_mail(msg)
-    lines = [f"{name}: {header_text(msg, name)}" for name in ("From", "To", "Cc", "Date", "Subject")
-             if header_text(msg, name)]
+    parsed = parse_mail(raw)
+    lines = [f"{name}: {value}" for name, value in parsed.headers]
     text = "\n".join([*lines, "", parsed.body or "(no text)"])
     if parsed.attachments:
         text += "\n\n[attachments: " + ", ".join(parsed.attachments) + "]"

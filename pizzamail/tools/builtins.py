@@ -17,17 +17,18 @@ import hashlib
 import logging
 import os
 import re
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from pizzamail.composer import Composer
+from pizzamail.mail.parse import parse_mail
 from pizzamail.providers.types import ToolSpec
 from pizzamail.store import Store
 from pizzamail.store.blobs import BlobStore
+from pizzamail.store.mailwriter import add_mail, message_row
 from pizzamail.store.memory import add_note, notes
-from pizzamail.store.threads import NewMessage, add_message, message_exists, thread_messages
+from pizzamail.store.threads import thread_messages
 from pizzamail.tools import Offer, Offered, RunScope, ToolResult
 from pizzamail.tools.attachments import Attachment, attachment_text, attachments_of
 from pizzamail.tools.schedule import ScheduleTask
@@ -59,13 +60,9 @@ class Builtins:
     composer: Composer
     sender: str
     """the agent's address, the From of progress mails"""
-    file_mail: Callable[[], Awaitable[object]] | None = None
-    """files committed mail into the Maildir (the service's one Filer)"""
     memory_file: Path | None = None
     """``memory.md``: the memory as a file the user can read"""
     max_file_bytes: int = 10 * 1024 * 1024
-    schedules_changed: Callable[[], None] = lambda: None
-    """called after schedule_task saved a schedule (the service pokes its scheduler)"""
 
     def offer(self, scope: RunScope) -> Offer:
         return Offer(tools=[
@@ -77,8 +74,7 @@ class Builtins:
             Offered(tool=Recall(owner=self), policy="auto"),
             # idempotent: the call is an upsert, so one a crash left unknown is simply made again
             Offered(tool=ScheduleTask(store=self.store, thread_id=scope.thread_id,
-                                      agent_tz=self.composer.config.agent.timezone,
-                                      changed=self.schedules_changed),
+                                      agent_tz=self.composer.config.agent.timezone),
                     policy="ask", never_auto=True, idempotent=True),
         ])
 
@@ -110,16 +106,10 @@ class PostProgress:
         o, scope = self.owner, self.scope
         message_id = f"progress.{scope.run_id}.{_key(text)}@{o.composer.config.domain}"
         mail = o.composer.progress(scope.mail, text, message_id=message_id)
-        data = mail.as_bytes()
-        digest = o.blobs.put(data)
+        blob = await o.blobs.save(mail.as_bytes())
         async with o.store.write() as db:
-            if not await message_exists(db, message_id):
-                await add_message(db, scope.thread_id, NewMessage(
-                    message_id=message_id, in_reply_to=mail.in_reply_to, refs=mail.references,
-                    direction="out", kind="progress", sender=o.sender, subject=mail.subject,
-                    body=mail.body, blob=digest, size=len(data), run_id=scope.run_id))
-        if o.file_mail is not None:
-            await o.file_mail()
+            await add_mail(db, scope.thread_id, message_row(mail, blob, kind="progress", sender=o.sender,
+                                                            run_id=scope.run_id), once=True)
         return ToolResult(text="the progress note was sent")
 
 
@@ -151,7 +141,7 @@ class ReadAttachment:
             if message.direction != "in":
                 continue
             raw = self.owner.blobs.get(message.blob)
-            found += attachments_of(raw, subject=message.subject, start=len(found) + 1)
+            found += attachments_of(parse_mail(raw), subject=message.subject, start=len(found) + 1)
         return found
 
 

@@ -1,7 +1,8 @@
 """``.mcp.json`` (the Claude Code format) to ``[mcp.servers.NAME]`` sections of config.toml.
 
-Pure: JSON in, TOML text out. Imported servers are disabled unless asked otherwise, because nothing
-should run that the user did not enable here.
+Pure: JSON in, the sections' values out (``pizzamail mcp add`` writes them into config.toml).
+Imported servers are disabled unless asked otherwise, because nothing should run that the user did
+not enable here.
 """
 
 from __future__ import annotations
@@ -66,22 +67,3 @@ def _str(value: object, key: str) -> str:
     if not isinstance(value, str) or not value:
         raise ValueError(f"{key} is missing")
     return value
-
-
-def toml_section(name: str, section: dict[str, Any]) -> str:
-    """``[mcp.servers.NAME]`` with strings, booleans, numbers, lists and inline tables of strings."""
-    lines = [f"[mcp.servers.{name}]"]
-    lines += [f"{key} = {_value(value)}" for key, value in section.items()]
-    return "\n".join(lines) + "\n"
-
-
-def _value(value: object) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int | float):
-        return str(value)
-    if isinstance(value, list):
-        return "[" + ", ".join(_value(v) for v in value) + "]"
-    if isinstance(value, dict):
-        return "{ " + ", ".join(f"{_value(str(k))} = {_value(v)}" for k, v in value.items()) + " }"
-    return json.dumps(str(value), ensure_ascii=False)  # a JSON string is a valid TOML basic string

@@ -9,9 +9,10 @@ mean what they say in either order.
 from __future__ import annotations
 
 from fnmatch import fnmatchcase
-from typing import Literal, cast
+from typing import TYPE_CHECKING, Literal, cast
 
-from mcp.types import ToolAnnotations
+if TYPE_CHECKING:  # the MCP SDK takes most of a second to import; a type needs none of it
+    from mcp.types import ToolAnnotations
 
 Policy = Literal["auto", "ask", "deny"]
 

@@ -13,10 +13,8 @@ from collections.abc import Iterable
 from typing import Any
 from urllib.parse import parse_qs
 
-import jinja2
-import jinja2.sandbox
-
 from pizzamail.errors import HttpRefusal
+from pizzamail.when.templates import TEMPLATES
 
 #: deepest JSON nesting accepted (real payloads nest a handful of levels; Python's parser and printer
 #: recurse once per level, so a payload 100,000 levels deep must be refused before they see it)
@@ -75,20 +73,6 @@ def json_depth(text: str, *, stop: int = MAX_DEPTH) -> int:
         else:  # never below 0: a stray closer must not make room for more openers
             depth = max(depth - 1, 0)
     return deepest
-
-
-#: the one sandboxed environment for every trigger's prompt template (hooks, watched mailboxes): a
-#: template comes from config, its variables from outside senders
-TEMPLATES = jinja2.sandbox.ImmutableSandboxedEnvironment(
-    undefined=jinja2.ChainableUndefined, autoescape=False)
-
-
-def template_problem(source: str) -> str | None:
-    try:
-        TEMPLATES.from_string(source)
-    except jinja2.TemplateSyntaxError as exc:
-        return f"a Jinja2 template ({exc.message}, line {exc.lineno})"
-    return None
 
 
 def render_prompt(template: str, payload: Any, *, hook: str, limit: int) -> str:

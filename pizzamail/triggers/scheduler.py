@@ -1,9 +1,10 @@
 """The service's scheduler: sleeps until the next due time, fires, repeats.
 
 The clock is injectable (tests move time by hand, then :meth:`Scheduler.poke`). In-process changes
-(the schedule_task tool) poke it. Changes from another process (``pizzamail schedule add/rm``) are
-noticed within :data:`CHECK_EVERY` seconds: while it sleeps it reads ``PRAGMA data_version`` (a
-counter in shared memory that moves when any other connection commits; no table is read), and only
+(the schedule_task tool) poke it through the store's ``ScheduleChanged`` events; the runs it queues
+wake the runner through ``RunQueued``. Changes from another process (``pizzamail schedule add/rm``)
+are noticed within :data:`CHECK_EVERY` seconds: while it sleeps it reads the store's data version (a
+counter that moves when any other connection commits; no table is read), and only
 when that moved does it look whether the earliest due time changed. The sleep is also capped at
 :data:`MAX_SLEEP` so a wall clock set forward (or a resumed laptop) is noticed soon after.
 """
@@ -19,8 +20,10 @@ from datetime import UTC, datetime
 from pizzamail.config import Config
 from pizzamail.store import Store
 from pizzamail.store.blobs import BlobStore
-from pizzamail.triggers.cron import from_text
+from pizzamail.store.events import ScheduleChanged
+from pizzamail.store.schedules import data_version, earliest_due
 from pizzamail.triggers.schedules import Firing, fire_due, report_interrupted, sync_config
+from pizzamail.when.cron import from_text
 
 log = logging.getLogger("pizzamail.triggers")
 
@@ -38,33 +41,40 @@ class Scheduler:
     store: Store
     blobs: BlobStore
     config: Config
-    on_fired: Callable[[], None] = lambda: None
-    """called after runs were queued (the service wakes the runner)"""
     clock: Callable[[], datetime] = utcnow
     check_every: float = CHECK_EVERY
     _poke: asyncio.Event = field(default_factory=asyncio.Event)
     _task: asyncio.Task[None] | None = None
+    _unsubscribe: Callable[[], None] | None = None
     _version: int | None = None
     _planned: str | None = None
     """the earliest due time the current sleep was planned with"""
 
+    async def __aenter__(self) -> Scheduler:
+        """Enter before the runner: config schedules are stored and crashed occurrences reported
+        before it resumes interrupted runs."""
+        await self.prepare()
+        self._unsubscribe = self.store.events.subscribe(ScheduleChanged, lambda _: self.poke())
+        self._task = asyncio.create_task(self._loop(), name="pizzamail-scheduler")
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._unsubscribe is not None:
+            self._unsubscribe()
+            self._unsubscribe = None
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+            self._task = None
+
     async def prepare(self) -> list[int]:
-        """Before the runner starts: config schedules into the store, crashed occurrences reported."""
+        """Config schedules into the store, crashed occurrences reported."""
         await sync_config(self.store, self.config, at=self.clock())
         reported = await report_interrupted(self.store, self.blobs, self.config)
         if reported:
             log.warning("scheduled run(s) %s were interrupted after using tools; reported, not replayed",
                         reported)
         return reported
-
-    async def start(self) -> None:
-        self._task = asyncio.create_task(self._loop(), name="pizzamail-scheduler")
-
-    async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
-            self._task = None
 
     def poke(self) -> None:
         """Schedules changed (or the clock moved): look again now."""
@@ -74,12 +84,10 @@ class Scheduler:
         firings = await fire_due(self.store, self.blobs, self.config, at=self.clock())
         for firing in firings:
             log.info("schedule %s: occurrence %s %s", firing.schedule, firing.due_at, firing.status)
-        if any(f.run_id is not None for f in firings):
-            self.on_fired()
         return firings
 
     async def seconds_to_next(self) -> float:
-        self._planned = await self._earliest()
+        self._planned = await earliest_due(self.store)
         if self._planned is None:
             return MAX_SLEEP
         delay = (from_text(self._planned) - self.clock()).total_seconds()
@@ -89,31 +97,23 @@ class Scheduler:
         """Whether the earliest due time moved since the sleep was planned (cheap when nothing was
         committed). The store's reader never writes, so its data_version also moves on the service's
         own commits (every run step): the due time tells a schedule change from those."""
-        version = await self._data_version()
+        version = await data_version(self.store)
         if version == self._version:
             return False
         self._version = version
-        return await self._earliest() != self._planned
-
-    async def _data_version(self) -> int:
-        row = await self.store.fetchone("PRAGMA data_version")
-        return int(row[0]) if row is not None else 0
-
-    async def _earliest(self) -> str | None:
-        row = await self.store.fetchone("SELECT min(next_due) FROM schedules WHERE enabled = 1")
-        return None if row is None or row[0] is None else str(row[0])
+        return await earliest_due(self.store) != self._planned
 
     async def _loop(self) -> None:
         while True:
             delay = 0.0
+            self._poke.clear()  # before the tick: a change made while it ticks is looked at next
             try:
                 await self.tick()
             except Exception:  # a broken schedule must not stop the others for good
                 log.exception("scheduler tick failed")
                 delay = 30.0
-            self._poke.clear()
             try:
-                self._version = await self._data_version()  # before planning: no change slips between
+                self._version = await data_version(self.store)  # before planning: no change slips between
                 delay = max(delay, await self.seconds_to_next())
             except Exception:
                 log.exception("scheduler could not plan its sleep")

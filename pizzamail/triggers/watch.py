@@ -8,7 +8,8 @@ Any failure closes the connection and retries with exponential backoff and jitte
 between tries. Problems are logged and recorded once per change, not per retry.
 
 Parts: :mod:`.watch_wire` (pure response parsing), :mod:`.watch_imap` (the typed IMAP session),
-:mod:`.watch_state` (the store), :mod:`.watch_mail` (the task text); this module runs them.
+:mod:`.watch_state` (what it remembers, through :mod:`pizzamail.store.watches`), :mod:`.watch_mail`
+(the task text); this module runs them.
 """
 
 from __future__ import annotations
@@ -18,18 +19,20 @@ import dataclasses
 import logging
 import random
 import ssl
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from pizzamail.config import Config, WatchSettings
+from pizzamail.mail.build import AttachedFile
+from pizzamail.mail.parse import parse_mail
 from pizzamail.secrets import SecretStore
 from pizzamail.store import Store
 from pizzamail.store.blobs import BlobStore
-from pizzamail.triggers.post import AttachedFile, TriggerMail
+from pizzamail.store.watches import Handled, list_watches, set_state
+from pizzamail.triggers.post import TriggerMail
 from pizzamail.triggers.watch_imap import FolderStatus, ImapSession, WatchError
 from pizzamail.triggers.watch_mail import carried, mail_facts, render, task_subject
-from pizzamail.triggers.watch_state import Handled, begin, record, set_state
+from pizzamail.triggers.watch_state import begin, record
 from pizzamail.triggers.watch_wire import Fetched
 
 log = logging.getLogger("pizzamail.triggers")
@@ -66,7 +69,6 @@ class Watcher:
     config: Config
     secrets: SecretStore
     tls: ssl.SSLContext | None
-    on_posted: Callable[[], None]
     poll_seconds: float = POLL_SECONDS
     timeout: float = 30.0
     _problem: str | None = None
@@ -143,15 +145,15 @@ class Watcher:
         if posted is None:
             return
         log.info("watch %s: UID %d became run %d", self.name, uid, posted.run_id)
-        self.on_posted()
         if not self.settings.read_only:
             await self._mark_seen(session, uid)
 
     def _task(self, handled: Handled, fetched: Fetched) -> tuple[Handled, TriggerMail]:
         """The record of the mail (with its Message-ID) and the task mail its prompt renders, carrying
         the mail and its attachments."""
-        files = carried(fetched)
-        facts = mail_facts(fetched.raw, max_chars=self.settings.max_chars, carried=files)
+        parsed = parse_mail(fetched.raw)  # once, for the text and the attachments both
+        files = carried(fetched, parsed)
+        facts = mail_facts(parsed, max_chars=self.settings.max_chars, carried=files)
         text, problem = render(self.settings.prompt, facts, watch=self.name, folder=self.settings.folder)
         if problem:
             log.warning("watch %s: UID %d: %s", self.name, handled.uid, problem)
@@ -206,26 +208,25 @@ class Watchers:
     blobs: BlobStore
     config: Config
     secrets: SecretStore
-    on_posted: Callable[[], None] = lambda: None
-    """called after a task was stored (the service wakes the runner)"""
     tls: ssl.SSLContext | None = None
     """None: certificates are checked against the system's trusted CAs"""
     poll_seconds: float = POLL_SECONDS
     timeout: float = 30.0
     _tasks: dict[str, asyncio.Task[None]] = field(default_factory=dict)
 
-    async def start(self) -> None:
+    async def __aenter__(self) -> Watchers:
         for name, settings in sorted(self.config.watches.items()):
             if not settings.enabled:
                 continue
             watcher = Watcher(name=name, settings=settings, store=self.store, blobs=self.blobs,
                               config=self.config, secrets=self.secrets, tls=self.tls,
-                              on_posted=self.on_posted, poll_seconds=self.poll_seconds, timeout=self.timeout)
+                              poll_seconds=self.poll_seconds, timeout=self.timeout)
             self._tasks[name] = asyncio.create_task(watcher.run(), name=f"pizzamail-watch-{name}")
             log.info("watch %s: %s@%s:%d/%s (%s)", name, settings.user, settings.host, settings.port,
                      settings.folder, "read-only" if settings.read_only else "marks mail seen")
+        return self
 
-    async def stop(self) -> None:
+    async def __aexit__(self, *exc: object) -> None:
         """Cancel every watch; each logs out of its server on the way (bounded)."""
         tasks = list(self._tasks.items())
         self._tasks.clear()
@@ -263,14 +264,13 @@ async def probe(name: str, settings: WatchSettings, password: str, *, tls: ssl.S
 
 async def watch_rows(store: Store | None, config: Config) -> list[dict[str, Any]]:
     """Each configured watch for ``pizzamail triggers``: where, state, last time and outcome."""
-    saved: dict[str, dict[str, Any]] = {}
-    if store is not None:
-        saved = {r["name"]: dict(r) for r in await store.fetchall("SELECT * FROM watches")}
+    saved = {w.name: w for w in await list_watches(store)} if store is not None else {}
     rows = []
     for name, s in sorted(config.watches.items()):
-        row = saved.get(name, {})
-        state = (row.get("state") or "not started") if s.enabled else "disabled"
+        row = saved.get(name)
+        state = ((row and row.state) or "not started") if s.enabled else "disabled"
         rows.append({"kind": "watch", "name": name, "where": f"{s.user}@{s.host}:{s.port}/{s.folder}",
                      "host": s.host, "folder": s.folder, "read_only": s.read_only, "thread": s.thread,
-                     "state": state, "last_at": row.get("last_at"), "last_outcome": row.get("last_outcome")})
+                     "state": state, "last_at": row.last_at if row else None,
+                     "last_outcome": row.last_outcome if row else None})
     return rows

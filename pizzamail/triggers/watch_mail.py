@@ -12,11 +12,11 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Any
 
-from pizzamail.intake.parse import header_text, parse_bytes, parsed_mail
+from pizzamail.mail.build import AttachedFile
+from pizzamail.mail.parse import ParsedMail
 from pizzamail.tools.attachments import attachments_of
-from pizzamail.triggers.hooks import TEMPLATES
-from pizzamail.triggers.post import AttachedFile
 from pizzamail.triggers.watch_wire import Fetched
+from pizzamail.when.templates import TEMPLATES
 
 #: longest subject kept in the task's own subject line
 MAX_SUBJECT = 200
@@ -63,7 +63,7 @@ class Carried:
     """the whole mail's size, when the server said"""
 
 
-def carried(fetched: Fetched, *, limit: int = MAX_ATTACHED_BYTES) -> Carried:
+def carried(fetched: Fetched, parsed: ParsedMail, *, limit: int = MAX_ATTACHED_BYTES) -> Carried:
     """The original as :data:`ORIGINAL` and its attachments, while they fit in ``limit`` bytes; nothing
     from a mail the fetch cut short (a partial mail would show as broken, its attachments truncated)."""
     if fetched.cut_short:
@@ -71,7 +71,7 @@ def carried(fetched: Fetched, *, limit: int = MAX_ATTACHED_BYTES) -> Carried:
     files = [AttachedFile(filename=ORIGINAL, content_type="message/rfc822", data=fetched.raw)]
     left_out: list[str] = []
     total, names = len(fetched.raw), {ORIGINAL.lower()}
-    for found in attachments_of(fetched.raw, subject="", start=1):
+    for found in attachments_of(parsed, subject="", start=1):
         name = _unique(_safe_name(found.filename, found.index), names)
         if total + len(found.data) > limit:
             left_out.append(name)
@@ -96,18 +96,16 @@ def _unique(name: str, taken: set[str]) -> str:
     return name
 
 
-def mail_facts(raw: bytes, *, max_chars: int, carried: Carried | None = None) -> dict[str, Any]:
+def mail_facts(parsed: ParsedMail, *, max_chars: int, carried: Carried | None = None) -> dict[str, Any]:
     """What a prompt may use: from, to, subject, date, message_id, text (at most ``max_chars``) and,
     from ``carried``, attachments (the names the task carries them under, without the original),
     original (its name, empty when not attached), left_out (names), too_large and size."""
     carried = carried or Carried()
-    msg = parse_bytes(raw)
-    parsed = parsed_mail(msg)
     text = parsed.body
     if len(text) > max_chars:
         text = text[:max_chars] + f"\n[... {len(parsed.body) - max_chars} more characters not shown]"
-    return {"from": header_text(msg, "From"), "to": header_text(msg, "To"), "subject": parsed.subject,
-            "date": header_text(msg, "Date"), "message_id": parsed.message_id or "", "text": text,
+    return {"from": parsed.header("From"), "to": parsed.header("To"), "subject": parsed.subject,
+            "date": parsed.header("Date"), "message_id": parsed.message_id or "", "text": text,
             "attachments": [f.filename for f in carried.files[1:]],
             "original": carried.files[0].filename if carried.files else "",
             "left_out": list(carried.left_out), "too_large": carried.too_large, "size": carried.size}

@@ -15,7 +15,6 @@ import asyncio
 import logging
 import socket
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import uvicorn
@@ -31,9 +30,11 @@ from pizzamail.config import Config, HookSettings
 from pizzamail.errors import HttpRefusal, PizzamailError, Unavailable, transient
 from pizzamail.guard import Gate, TokenBucket, Visitor
 from pizzamail.secrets import SecretStore
-from pizzamail.store import Store, now
+from pizzamail.store import Store
 from pizzamail.store.blobs import BlobStore
 from pizzamail.store.deliveries import earlier_run, link_run, remember, seen_before
+from pizzamail.store.hooks import hook_thread, record_outcome, record_run
+from pizzamail.store.runs import count_queued
 from pizzamail.triggers.hooks import read_payload, render_prompt
 from pizzamail.triggers.post import TriggerMail, post_task
 from pizzamail.triggers.signatures import WINDOW, Delivery, check
@@ -63,7 +64,6 @@ class Hooks:
     blobs: BlobStore
     config: Config
     secrets: SecretStore
-    on_stored: Callable[[], None] = lambda: None
     _buckets: dict[str, TokenBucket] = field(default_factory=dict)
 
     async def receive(self, request: Request) -> JSONResponse:
@@ -80,7 +80,6 @@ class Hooks:
             # crash before the answer went out) made the one task this delivery makes
             return JSONResponse({"ok": True, "already_received": True, "run": received.run,
                                  "thread": received.thread}, status_code=200)
-        self.on_stored()
         run_id, thread_id = received
         return JSONResponse({"ok": True, "run": run_id, "thread": thread_id}, status_code=202)
 
@@ -130,26 +129,16 @@ class Hooks:
                                   forget_before=int(time.time()) - 2 * WINDOW)
             if seen:
                 raise HttpRefusal(409, _REPLAYED[seen].format(id=delivery.id))
-            async with db.execute("SELECT thread_id FROM hooks WHERE name = ?", (name,)) as rows:
-                row = await rows.fetchone()
-            thread_id = row["thread_id"] if row is not None and settings.thread == "one" else None
+            thread_id = await hook_thread(db, name) if settings.thread == "one" else None
             posted = await post_task(db, self.blobs, mail, thread_id=thread_id)
-            await db.execute(
-                "INSERT INTO hooks(name, thread_id, last_at, last_outcome) VALUES (?, ?, ?, ?)"
-                " ON CONFLICT(name) DO UPDATE SET thread_id = excluded.thread_id, last_at = excluded.last_at,"
-                " last_outcome = excluded.last_outcome",
-                (name, posted.thread_id, now(), f"run {posted.run_id}"))
+            await record_run(db, name, thread_id=posted.thread_id, run_id=posted.run_id)
             await link_run(db, name, delivery.id, posted.run_id)
         return posted.run_id, posted.thread_id
 
     async def _outcome(self, name: str, outcome: str) -> None:
         if name not in self.config.hooks:
             return
-        async with self.store.write() as db:
-            await db.execute(
-                "INSERT INTO hooks(name, last_at, last_outcome) VALUES (?, ?, ?) ON CONFLICT(name)"
-                " DO UPDATE SET last_at = excluded.last_at, last_outcome = excluded.last_outcome",
-                (name, now(), outcome))
+        await record_outcome(self.store, name, outcome)
 
 
 async def _body(request: Request, limit: int) -> bytes:
@@ -186,8 +175,8 @@ def _answer(error: PizzamailError) -> JSONResponse:
 
 def create_app(hooks: Hooks) -> Starlette:
     async def health(_: Request) -> JSONResponse:
-        row = await hooks.store.fetchone("SELECT count(*) FROM runs WHERE status = 'queued'")
-        return JSONResponse({"ok": True, "version": __version__, "queued_runs": int(row[0]) if row else 0})
+        queued = await count_queued(hooks.store)
+        return JSONResponse({"ok": True, "version": __version__, "queued_runs": queued})
 
     return Starlette(routes=[
         Route("/health", health, methods=["GET"]),

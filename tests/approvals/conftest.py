@@ -19,10 +19,10 @@ import pytest
 from pizzamail.auth import Accounts, approvers, sender_logins
 from pizzamail.composer import Composer
 from pizzamail.intake.smtp import IntakeHandler, start_smtp_server
-from pizzamail.intake.tasks import Stored
 from pizzamail.mailbox.filing import Filer
 from pizzamail.providers.types import ToolSpec
 from pizzamail.runner import Runner
+from pizzamail.store.events import ActionDecided, Follow, MessageAdded
 from pizzamail.tools import ToolRegistry, ToolResult
 from pizzamail.tools.builtins import DraftEmail
 from tests.runner.conftest import TIMEOUT, Harness, config, harness, secrets  # noqa: F401
@@ -57,12 +57,13 @@ class Approvals:
     runner: Runner
     tool: DeleteNote
     port: int
-    background: set[asyncio.Task[None]]
+    filer: Filer
 
     async def filed(self) -> None:
-        """Wait for the filing that intake started after its last 250."""
-        while self.background:
-            await asyncio.gather(*list(self.background))
+        """What intake stored is in the Maildir and the Action folder is up to date (as the filing
+        and the sync that follow the store's events would soon make them)."""
+        await self.filer.run()
+        await self.runner.sync_approvals()
 
     def send(self, msg: EmailMessage, *, login: bool = True) -> dict[str, Any]:
         with smtplib.SMTP("127.0.0.1", self.port, timeout=10) as client:
@@ -103,20 +104,8 @@ async def open_approvals(harness: Harness, **runner_options: Any) -> AsyncIterat
     tools.add(tool, policy="ask")
     tools.add(DraftEmail(), policy="ask")
     filer = Filer(mailbox=harness.mailbox, blobs=harness.blobs)
-    runner = harness.runner(tools=tools, filer=filer.run, poll_interval=0.2, **runner_options)
+    runner = harness.runner(tools=tools, filer=filer, poll_interval=0.2, **runner_options)
     composer = Composer(config=harness.config)
-
-    async def file_and_sync() -> None:
-        await filer.run()
-        await runner.sync_approvals()
-
-    background: set[asyncio.Task[None]] = set()
-
-    def stored(_: Stored) -> None:
-        runner.wake()
-        task = asyncio.ensure_future(file_and_sync())
-        background.add(task)
-        task.add_done_callback(background.discard)
 
     # the owner's account may also send as a second address that is not on the approver list;
     # [senders.NAME] of the harness's config log in with their passwords in its secrets
@@ -124,17 +113,19 @@ async def open_approvals(harness: Harness, **runner_options: Any) -> AsyncIterat
                         senders=partial(sender_logins, harness.config, harness.secrets))
     handler = IntakeHandler(
         store=harness.store, blobs=harness.blobs, accounts=accounts,
-        agents=frozenset({BOT}), domain="pizzamail.localhost", on_stored=stored, composer=composer,
+        agents=frozenset({BOT}), domain="pizzamail.localhost", composer=composer,
         approvers=approvers(harness.config),
     )
     server = await start_smtp_server(host="127.0.0.1", port=0, handler=handler, max_size=1 << 20)
-    await runner.start()
+    events = harness.store.events
     try:
-        approvals = Approvals(harness=harness, runner=runner, tool=tool, background=background,
-                              port=int(server.sockets[0].getsockname()[1]))
-        yield approvals
-        await approvals.filed()
+        async with (Follow(events=events, kinds=(MessageAdded,), work=filer.run, name="filing"),
+                    Follow(events=events, kinds=(ActionDecided,), work=runner.sync_approvals, name="sync"),
+                    runner):
+            approvals = Approvals(harness=harness, runner=runner, tool=tool, filer=filer,
+                                  port=int(server.sockets[0].getsockname()[1]))
+            yield approvals
+            await approvals.filed()
     finally:
-        await runner.stop()
         server.close()
         await server.wait_closed()

@@ -9,7 +9,7 @@ import pytest
 
 from pizzamail.approvals.decide import decide, parse_approval_header, plus_token, route
 from pizzamail.approvals.reading import reply_text, unflow
-from pizzamail.intake.parse import parse_bytes
+from pizzamail.mail.parse import parse_bytes
 
 
 @pytest.mark.parametrize(("words", "kind"), [

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from pizzamail.approvals.decide import Decision, decide, read_decision
 from pizzamail.approvals.markup import html_text
 from pizzamail.approvals.reading import own_words
-from pizzamail.intake.parse import parse_bytes
+from pizzamail.mail.parse import parse_bytes
 
 APPROVALS = ["approve", "Approve", "yes", "Yes!", "ok", "OK", "okay", "lgtm", "go ahead", "sure",
              "approved", "ja", "oui", "sí", "👍", "approve always", "yes please", "Approve, thanks"]

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from pizzamail.approvals.decide import Decision, read_decision
-from pizzamail.intake.parse import parse_bytes
+from pizzamail.mail.parse import parse_bytes
 
 QUOTE = ("\n\nOn Mon, 30 Nov 2026 at 10:00, Pizza Bot <bot@pizzamail.localhost> wrote:\n"
          "> I would like to run **delete_note** and am waiting for your approval.\n>\n"

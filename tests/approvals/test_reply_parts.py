@@ -9,7 +9,7 @@ from email.policy import SMTP
 import pytest
 
 from pizzamail.approvals.decide import DISAGREE, read_decision
-from pizzamail.intake.parse import parse_bytes
+from pizzamail.mail.parse import parse_bytes
 from tests.mailcorpus import CASES, Case
 
 GIF = b"GIF89a\x01\x00\x01\x00\x00\x00\x00;"

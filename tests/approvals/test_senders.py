@@ -15,8 +15,8 @@ import pytest
 from pizzamail.approvals.ledger import pending
 from pizzamail.auth import sender_key
 from pizzamail.config import SenderSettings
-from pizzamail.intake.parse import parse_mail
 from pizzamail.intake.tasks import store_task
+from pizzamail.mail.parse import parse_mail
 from pizzamail.store.actions import held_actions
 from pizzamail.tools import ToolRegistry
 from tests.approvals.conftest import Approvals, open_approvals, reply

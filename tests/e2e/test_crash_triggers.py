@@ -11,8 +11,8 @@ from datetime import timedelta
 import httpx
 import pytest
 
-from pizzamail.triggers.cron import from_text, to_text
 from pizzamail.triggers.signatures import sign_standard
+from pizzamail.when.cron import from_text, to_text
 from tests.e2e.crash import CRASHED
 from tests.e2e.harness import WHSEC, Served
 from tests.e2e.test_triggers import _post_standard

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import imaplib
 import json
-import shutil
 import smtplib
 import subprocess
 from pathlib import Path
@@ -14,6 +13,7 @@ import pytest
 
 from tests.e2e.harness import BOT, Served, task_mail
 from tests.fakes.openai_server import FakeOpenAI, text
+from tests.programs import missing, needs
 
 CRON = "cron@localhost"
 
@@ -44,7 +44,7 @@ def test_serve_takes_a_senders_task_refuses_its_imap_login_and_warns_once(
         imap.login("cron", password)
 
 
-@pytest.mark.skipif(shutil.which("curl") is None, reason="curl not installed")
+@needs(missing("curl", install="apt-get install curl"))
 def test_a_program_submits_with_curl_as_the_readme_shows(served: Served, fake_openai: FakeOpenAI) -> None:
     config = served.home / "config.toml"
     config.write_text(config.read_text() + f'[senders.cron]\naddress = "{CRON}"\n')
@@ -64,7 +64,7 @@ def test_a_program_submits_with_curl_as_the_readme_shows(served: Served, fake_op
     assert wrong.returncode == 67, wrong.stderr  # curl: "login denied"
 
 
-@pytest.mark.skipif(shutil.which("curl") is None, reason="curl not installed")
+@needs(missing("curl", install="apt-get install curl"))
 def test_the_curl_recipe_sends_an_ordinary_lf_text_file(served: Served, fake_openai: FakeOpenAI) -> None:
     """A file written by a script on Linux ends its lines in LF, and curl sends it as it is: one
     run of bytes without CRLF, which SMTP's 1,000-byte line limit used to refuse."""

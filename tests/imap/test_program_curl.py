@@ -5,14 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import re
-import shutil
-
-import pytest
 
 from pizzamail.imap import ImapServer
 from pizzamail.mailbox import Mailbox
+from tests.programs import missing, needs
 
-pytestmark = pytest.mark.skipif(shutil.which("curl") is None, reason="curl not installed")
+pytestmark = needs(missing("curl", install="apt-get install curl"))
 
 
 async def run(*argv: str) -> tuple[int, bytes, bytes]:

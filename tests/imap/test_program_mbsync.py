@@ -4,17 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import re
-import shutil
 from pathlib import Path
-
-import pytest
 
 from pizzamail.imap import ImapServer
 from pizzamail.mailbox import Folder, Mailbox
+from tests.programs import missing, needs
 
-pytestmark = pytest.mark.skipif(
-    shutil.which("mbsync") is None, reason="mbsync not installed (apt-get install isync)"
-)
+pytestmark = needs(missing("mbsync", install="apt-get install isync"))
 
 NEW_MAIL = (
     b"From: Pizzamail Bot <bot@pizzamail.localhost>\r\nTo: me@pizzamail.localhost\r\n"

@@ -11,21 +11,18 @@ import fcntl
 import os
 import pty
 import select
-import shutil
 import struct
 import subprocess
 import termios
 import time
 from pathlib import Path
 
-import pytest
-
 from pizzamail.imap import ImapServer
 from pizzamail.mailbox import Mailbox
+from tests.programs import find, missing, needs
 
-NEOMUTT = shutil.which("neomutt") or shutil.which("mutt")
-pytestmark = pytest.mark.skipif(NEOMUTT is None, reason="neither neomutt nor mutt installed "
-                                "(apt-get install neomutt)")
+NEOMUTT = find("neomutt", "mutt")
+pytestmark = needs(missing("neomutt", "mutt", install="apt-get install neomutt"))
 
 
 def muttrc(tmp: Path, port: int) -> Path:

@@ -16,8 +16,8 @@ import pytest
 
 from pizzamail.config import AgentSettings, Config, ProviderSettings, RunnerSettings
 from pizzamail.home import Home
-from pizzamail.intake.parse import parse_mail
 from pizzamail.intake.tasks import store_task
+from pizzamail.mail.parse import parse_mail
 from pizzamail.mailbox import Mailbox
 from pizzamail.providers import Provider, provider_for
 from pizzamail.runner import Runner

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,7 @@ from pizzamail.config import RunnerSettings
 from pizzamail.mailbox.filing import Filer
 from pizzamail.providers import Response, ToolCall
 from pizzamail.runner import pool
+from pizzamail.store import Store
 from pizzamail.store.runs import add_step, claim_next, requeue_interrupted, steps_of
 from pizzamail.store.threads import thread_messages
 from tests.fakes.openai_server import FakeOpenAI, gated, text
@@ -182,8 +184,21 @@ async def test_runs_queued_by_another_process_are_found_by_polling(
 ) -> None:
     fake_openai.script([text("found you")])
     async with harness.running(poll_interval=0.05) as runner:
-        run_id = await harness.task("queued elsewhere")  # nobody calls wake()
+        # its own connections, like `pizzamail task`: no commit event reaches this runner
+        async with Store(path=harness.store.path) as elsewhere:
+            run_id = await replace(harness, store=elsewhere).task("queued elsewhere")
         assert await asyncio.wait_for(runner.wait_for(run_id), TIMEOUT) == "done"
+
+
+async def test_a_run_queued_in_this_process_wakes_an_idle_worker_without_polling(
+    harness: Harness, fake_openai: FakeOpenAI
+) -> None:
+    fake_openai.script([text("first"), text("second")])
+    first = await harness.task("first", subject="A")
+    async with harness.running(poll_interval=3600) as runner:
+        assert await asyncio.wait_for(runner.wait_for(first), TIMEOUT) == "done"  # the start's own look
+        second = await harness.task("second", subject="B")  # nobody calls wake(): RunQueued does
+        assert await asyncio.wait_for(runner.wait_for(second), TIMEOUT) == "done"
 
 
 async def test_stop_leaves_nothing_running_and_the_run_resumes_later(
@@ -217,7 +232,7 @@ async def test_the_filed_hook_runs_after_the_reply_is_in_the_maildir(
     fake_openai.script([text("hello")])
     run_id = await harness.task("hi")
 
-    filer = Filer(mailbox=harness.mailbox, blobs=harness.blobs).run
+    filer = Filer(mailbox=harness.mailbox, blobs=harness.blobs)
 
     def filed() -> None:
         seen.append(len(asyncio.all_tasks()))

@@ -7,8 +7,8 @@ from email.policy import SMTP
 from email.utils import make_msgid
 from pathlib import Path
 
-from pizzamail.intake.parse import parse_mail
 from pizzamail.intake.tasks import store_task
+from pizzamail.mail.parse import parse_mail
 from pizzamail.store.actions import held_actions
 from tests.fakes.openai_server import FakeOpenAI, text, tool_call
 from tests.mailcorpus import deep_rfc822, multipart, text_part

@@ -107,3 +107,18 @@ def test_doctor_reports_a_server_that_does_not_start(tmp_path: Path) -> None:
         CliRunner().invoke(cli, ["--home", str(tmp_path), "doctor", "--json"]).output)}
     assert checks["mcp"]["status"] == "warn"
     assert "gone failed: failed to start" in checks["mcp"]["detail"]
+
+
+def test_mcp_add_keeps_the_users_comments_and_layout(tmp_path: Path) -> None:
+    mine = ('# my pizzamail\n[server]\nsmtp_port = 2587   # 1587 is taken here\n\n'
+            '[mcp.servers.files]  # notes folder\nenabled = true\ncommand = "npx"\n\n'
+            '[agent]\nmodel = "openai:gpt-4.1"  # the cheap one\n')
+    (tmp_path / "config.toml").write_text(mine)
+    assert run(tmp_path, "mcp", "add", "web", "--url", "http://127.0.0.1:9/mcp",
+               "--header", "X-Key=${secret:web}").exit_code == 0
+    text = (tmp_path / "config.toml").read_text()
+    assert text.replace('[mcp.servers.web]\nenabled = false\nurl = "http://127.0.0.1:9/mcp"\n'
+                        'headers = {X-Key = "${secret:web}"}\n\n', "") == mine
+    config = tomllib.loads(text)
+    assert config["mcp"]["servers"]["web"] == {"enabled": False, "url": "http://127.0.0.1:9/mcp",
+                                               "headers": {"X-Key": "${secret:web}"}}

@@ -23,12 +23,14 @@ from pizzamail.home import Home
 from pizzamail.mailbox.filing import Filer
 from pizzamail.store import Store
 from pizzamail.store.actions import held_actions
+from pizzamail.store.events import ScheduleChanged
 from pizzamail.store.runs import get_run
+from pizzamail.store.schedules import list_schedules
 from pizzamail.store.threads import create_thread
 from pizzamail.tools import Explained, RunScope, ToolRegistry
 from pizzamail.tools.builtins import Builtins
 from pizzamail.tools.schedule import ScheduleTask
-from pizzamail.triggers.schedules import list_schedules, save_schedule
+from pizzamail.triggers.schedules import save_schedule
 from tests.fakes.openai_server import FakeOpenAI, text, tool_call
 from tests.runner.conftest import Harness, bot_mails, html, plain
 
@@ -47,9 +49,8 @@ async def new_thread(store: Store) -> int:
         return await create_thread(db, subject="Plans", agent="bot@pizzamail.localhost")
 
 
-def tool(store: Store, thread_id: int, pokes: list[int] | None = None, agent_tz: str = "") -> ScheduleTask:
-    return ScheduleTask(store=store, thread_id=thread_id, agent_tz=agent_tz, clock=lambda: T0,
-                        changed=lambda: (pokes if pokes is not None else []).append(thread_id))
+def tool(store: Store, thread_id: int, agent_tz: str = "") -> ScheduleTask:
+    return ScheduleTask(store=store, thread_id=thread_id, agent_tz=agent_tz, clock=lambda: T0)
 
 
 @pytest.mark.parametrize(("arguments", "problem"), [
@@ -125,8 +126,9 @@ def test_the_zone_is_the_one_the_schedule_will_have(
 
 
 async def test_a_call_saves_the_schedule_in_its_thread_and_a_replay_changes_nothing(store: Store) -> None:
-    thread, pokes = await new_thread(store), list[int]()
-    schedule_task = tool(store, thread, pokes, agent_tz="Europe/Berlin")
+    thread, changed = await new_thread(store), list[str]()
+    store.events.subscribe(ScheduleChanged, lambda e: changed.append(e.name))
+    schedule_task = tool(store, thread, agent_tz="Europe/Berlin")
     assert await schedule_task.check(WEEKLY) is None
     result = await schedule_task.call(WEEKLY)
     assert result.text == ("scheduled weekly: next occurrence 2025-01-06 09:00 Europe/Berlin"
@@ -136,7 +138,7 @@ async def test_a_call_saves_the_schedule_in_its_thread_and_a_replay_changes_noth
     assert (saved.source, saved.cron, saved.tz, saved.thread_id, saved.prompt) == (
         "agent", "0 9 * * 1", "Europe/Berlin", thread, "Summarise X")
     assert saved.next_due == "2025-01-06T08:00:00Z"
-    assert pokes == [thread, thread]
+    assert changed == ["weekly", "weekly"]  # the running scheduler looks again each time
 
 
 async def test_the_machine_zone_is_the_default(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -181,14 +183,15 @@ async def test_in_a_run_a_bad_phrase_goes_back_and_a_good_one_waits_then_saves(
         tool_call("schedule_task", {"name": "x", "when": "every 2 hours", "prompt": "Check X"}, call_id="c2"),
         text("Scheduled."),
     ])
-    pokes: list[int] = []
+    pokes: list[str] = []
+    harness.store.events.subscribe(ScheduleChanged, lambda e: pokes.append(e.name))
     registry = ToolRegistry()
     registry.add_source(Builtins(
         store=harness.store, blobs=harness.blobs, composer=Composer(config=harness.config),
-        sender=harness.config.agent.address, schedules_changed=lambda: pokes.append(1)))
+        sender=harness.config.agent.address))
     filer = Filer(mailbox=harness.mailbox, blobs=harness.blobs)
     run_id = await harness.task("Check X every 90 minutes")
-    async with harness.running(tools=registry, filer=filer.run, poll_interval=0.2) as runner:
+    async with harness.running(tools=registry, filer=filer, poll_interval=0.2) as runner:
         assert await harness.finish(runner, run_id) == "waiting"
         assert "crosses the hour" in fake_openai.requests[1].messages[-1]["content"]
         [action] = await held_actions(harness.store)
@@ -203,7 +206,7 @@ async def test_in_a_run_a_bad_phrase_goes_back_and_a_good_one_waits_then_saves(
     [saved] = await list_schedules(harness.store)
     thread = (await get_run(harness.store, run_id)).thread_id
     assert (saved.source, saved.cron, saved.thread_id) == ("agent", "0 */2 * * *", thread)
-    assert pokes == [1]
+    assert pokes == ["x"]
     assert "scheduled x: next occurrence" in fake_openai.requests[-1].messages[-1]["content"]
 
 
@@ -227,7 +230,7 @@ async def held_weekly(harness: Harness, fake_openai: FakeOpenAI) -> tuple[Filer,
     fake_openai.script([tool_call("schedule_task", {**WEEKLY, "tz": "Europe/Berlin"})])
     filer = Filer(mailbox=harness.mailbox, blobs=harness.blobs)
     run_id = await harness.task("Summarise X every Monday")
-    async with harness.running(tools=_builtins(harness), filer=filer.run, poll_interval=0.2) as runner:
+    async with harness.running(tools=_builtins(harness), filer=filer, poll_interval=0.2) as runner:
         assert await harness.finish(runner, run_id) == "waiting"
     return filer, run_id
 
@@ -237,7 +240,7 @@ async def edit_and_resume(harness: Harness, filer: Filer, run_id: int, arguments
     [action] = await held_actions(harness.store)
     async with harness.store.write() as db:
         await apply_decision(db, action, Decision(kind="edit", arguments=arguments), by=OWNER, via="test")
-    async with harness.running(tools=_builtins(harness), filer=filer.run, poll_interval=0.2) as runner:
+    async with harness.running(tools=_builtins(harness), filer=filer, poll_interval=0.2) as runner:
         assert await harness.finish(runner, run_id) == "waiting"
 
 

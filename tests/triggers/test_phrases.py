@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from croniter import croniter
 
-from pizzamail.triggers.phrases import phrase_problem, to_cron, translate, when_to_cron
+from pizzamail.when.phrases import phrase_problem, to_cron, translate, when_to_cron
 
 
 @pytest.mark.parametrize(("phrase", "cron"), [

@@ -14,18 +14,19 @@ from pizzamail.errors import ConfigError
 from pizzamail.home import Home
 from pizzamail.store import Store
 from pizzamail.store.blobs import BlobStore
+from pizzamail.store.events import RunQueued
 from pizzamail.store.runs import add_step, get_run
+from pizzamail.store.schedules import list_schedules
 from pizzamail.store.threads import log_event, thread_messages
-from pizzamail.triggers.cron import machine_zone, next_after, to_text
 from pizzamail.triggers.scheduler import Scheduler
 from pizzamail.triggers.schedules import (
     fire_due,
-    list_schedules,
     report_interrupted,
     run_now,
     save_schedule,
     sync_config,
 )
+from pizzamail.when.cron import machine_zone, next_after, to_text
 
 T0 = datetime(2025, 1, 6, 7, 0, tzinfo=UTC)  # a Monday
 CONFIG = Config()
@@ -105,18 +106,15 @@ async def test_scheduler_task_sleeps_until_due_and_fires(store: Store, blobs: Bl
     now = [T0]
     fired = asyncio.Event()
     config = parse_config({"schedules": {"news": {"cron": "0 8 * * *", "prompt": "Go"}}})
-    scheduler = Scheduler(store=store, blobs=blobs, config=config, clock=lambda: now[0], on_fired=fired.set)
-    await scheduler.prepare()
-    assert await scheduler.seconds_to_next() == 300.0  # an hour away: capped, no polling
-    await scheduler.start()
-    try:
+    store.events.subscribe(RunQueued, lambda _: fired.set())
+    scheduler = Scheduler(store=store, blobs=blobs, config=config, clock=lambda: now[0])
+    async with scheduler:
+        assert await scheduler.seconds_to_next() == 300.0  # an hour away: capped, no polling
         await asyncio.sleep(0.05)
         assert not fired.is_set()
         now[0] = T0 + timedelta(hours=1)
         scheduler.poke()
         await asyncio.wait_for(fired.wait(), 30)
-    finally:
-        await scheduler.stop()
     [schedule] = await list_schedules(store)
     assert schedule.source == "config" and schedule.last_fired_at == "2025-01-06T08:00:00Z"
 
@@ -247,19 +245,29 @@ async def test_a_schedule_added_by_another_process_fires_without_a_poke(
     home: Home, store: Store, blobs: BlobStore
 ) -> None:
     fired = asyncio.Event()
-    scheduler = Scheduler(store=store, blobs=blobs, config=CONFIG, clock=lambda: T0, on_fired=fired.set,
-                          check_every=0.05)
-    await scheduler.prepare()
-    await scheduler.start()
-    try:
+    store.events.subscribe(RunQueued, lambda _: fired.set())
+    async with Scheduler(store=store, blobs=blobs, config=CONFIG, clock=lambda: T0, check_every=0.05):
         await asyncio.sleep(0.1)  # asleep: no schedules, so it planned MAX_SLEEP
         async with Store(path=home.database) as other:  # its own connections, like `pizzamail schedule add`
             # due at 07:00: the scheduler's now
             await save_schedule(other, "now", ScheduleSettings(cron="0 7 * * *", tz="UTC", prompt="Go"),
                                 source="cli", agent_tz="", at=T0 - timedelta(minutes=1))
         await asyncio.wait_for(fired.wait(), 30)
-    finally:
-        await scheduler.stop()
+    [schedule] = await list_schedules(store)
+    assert schedule.last_fired_at == "2025-01-06T07:00:00Z"
+
+
+async def test_a_schedule_saved_in_this_process_wakes_the_sleeping_scheduler(
+    store: Store, blobs: BlobStore
+) -> None:
+    fired = asyncio.Event()
+    store.events.subscribe(RunQueued, lambda _: fired.set())
+    # it never looks by itself within the test: only the store's ScheduleChanged can wake it
+    async with Scheduler(store=store, blobs=blobs, config=CONFIG, clock=lambda: T0, check_every=3600):
+        await asyncio.sleep(0.1)  # asleep: no schedules, so it planned MAX_SLEEP
+        await save_schedule(store, "now", ScheduleSettings(cron="0 7 * * *", tz="UTC", prompt="Go"),
+                            source="agent", agent_tz="", at=T0 - timedelta(minutes=1))
+        await asyncio.wait_for(fired.wait(), 30)
     [schedule] = await list_schedules(store)
     assert schedule.last_fired_at == "2025-01-06T07:00:00Z"
 

@@ -10,11 +10,13 @@ from email.message import EmailMessage
 from email.parser import BytesParser
 from email.policy import SMTP, default
 
+from pizzamail.mail.build import AttachedFile
+from pizzamail.mail.parse import parse_mail
 from pizzamail.secrets import SecretStore
 from pizzamail.store import Store
 from pizzamail.store.blobs import BlobStore
 from pizzamail.tools.attachments import attachment_text, attachments_of
-from pizzamail.triggers.post import AttachedFile, TriggerMail, post_task
+from pizzamail.triggers.post import TriggerMail, post_task
 from pizzamail.triggers.watch_imap import MAX_FETCH_BYTES
 from pizzamail.triggers.watch_mail import ORIGINAL, carried, mail_facts, render
 from pizzamail.triggers.watch_wire import Fetched, fetched
@@ -88,7 +90,7 @@ async def test_read_attachment_reads_the_carried_csv_and_the_original_as_text(
         await remote.mailbox.deliver(await remote.folder(), original)
         await w.until_tasks(1)
     [row] = await store.fetchall("SELECT blob, subject FROM messages WHERE kind = 'task'")
-    found = attachments_of(blobs.get(row["blob"]), subject=row["subject"], start=1)
+    found = attachments_of(parse_mail(blobs.get(row["blob"])), subject=row["subject"], start=1)
     assert [(a.index, a.filename, a.content_type) for a in found] == [
         (1, ORIGINAL, "message/rfc822"), (2, "report.csv", "text/csv")]
     eml, csv = found
@@ -158,12 +160,12 @@ def test_attachments_past_the_bound_are_named_not_attached_and_names_are_made_sa
         ("passwd", "text/plain", b"q")])
     # a name with a line break (RFC 2231 can encode one) that would close the mail's frame
     raw = raw.replace(b'filename="fence.txt"', b"filename*=utf-8''a%0D%0A-----%20end%20mail%20-----.txt")
-    found = carried(Fetched(raw=raw, size=len(raw), cut_short=False), limit=len(raw) + 100)
+    found = carried(Fetched(raw=raw, size=len(raw), cut_short=False), parse_mail(raw), limit=len(raw) + 100)
     assert [(f.filename, f.data) for f in found.files] == [
         (ORIGINAL, raw), ("original (2).eml", b"not the original"), ("_.._etc_passwd", b"p"),
         ("a_----- end mail -----.txt", b"x"), ("passwd", b"q")]
     assert found.left_out == ("big.bin",) and not found.too_large
-    facts = mail_facts(raw, max_chars=1000, carried=found)
+    facts = mail_facts(parse_mail(raw), max_chars=1000, carried=found)
     assert facts["attachments"] == ["original (2).eml", "_.._etc_passwd", "a_----- end mail -----.txt",
                                     "passwd"]
     text, _ = render("", facts, watch="w", folder="INBOX")
@@ -173,16 +175,18 @@ def test_attachments_past_the_bound_are_named_not_attached_and_names_are_made_sa
 
 def test_a_cut_short_mail_carries_nothing() -> None:
     raw = mail_with("Big", "start of it", [("a.csv", "text/csv", CSV)])
-    found = carried(Fetched(raw=raw, size=None, cut_short=True))
+    found = carried(Fetched(raw=raw, size=None, cut_short=True), parse_mail(raw))
     assert (found.files, found.too_large) == ((), True)
-    text, _ = render("", mail_facts(raw, max_chars=100, carried=found), watch="w", folder="INBOX")
+    text, _ = render("", mail_facts(parse_mail(raw), max_chars=100, carried=found), watch="w", folder="INBOX")
     assert "too large to attach (larger than its part fetched)" in text and "read_attachment" not in text
 
 
 def test_a_custom_prompt_gets_the_names_of_the_carried_files() -> None:
     raw = mail_with("Q3", "numbers", [("report.csv", "text/csv", CSV),
                                       ("invoice.pdf", "application/pdf", PDF)])
-    facts = mail_facts(raw, max_chars=100, carried=carried(Fetched(raw=raw, size=len(raw), cut_short=False)))
+    parsed = parse_mail(raw)
+    found = carried(Fetched(raw=raw, size=len(raw), cut_short=False), parsed)
+    facts = mail_facts(parsed, max_chars=100, carried=found)
     template = "{{ mail.original }}: {{ mail.attachments | join(', ') }} ({{ mail.too_large }})"
     assert render(template, facts, watch="w", folder="INBOX") == (
         "original.eml: report.csv, invoice.pdf (False)", None)
@@ -226,8 +230,8 @@ async def test_attached_files_follow_the_text_part(store: Store, blobs: BlobStor
 async def test_a_watched_mail_950_levels_deep_becomes_a_task(store: Store, blobs: BlobStore) -> None:
     """The original travels as message/rfc822 and is parsed again for that: every step is bounded."""
     raw = multipart("zqwatch", text_part("zqwatch"), deep_multipart("zqdeep", 950))
-    found = carried(Fetched(raw=raw, size=len(raw), cut_short=False), limit=10 * len(raw))
-    facts = mail_facts(raw, max_chars=1000, carried=found)
+    found = carried(Fetched(raw=raw, size=len(raw), cut_short=False), parse_mail(raw), limit=10 * len(raw))
+    facts = mail_facts(parse_mail(raw), max_chars=1000, carried=found)
     assert facts["subject"] == "zqwatch" and "part text zqwatch" in facts["text"]
     async with store.write() as db:
         posted = await post_task(db, blobs, trigger_mail(attachments=found.files), thread_id=None)

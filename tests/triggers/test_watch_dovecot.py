@@ -20,10 +20,10 @@ from pizzamail.secrets import SecretStore
 from pizzamail.store import Store
 from pizzamail.store.blobs import BlobStore
 from tests.dovecot import PASSWORD, Dovecot, private_root, unavailable
+from tests.programs import needs
 from tests.triggers.watchtools import Relay, eventually, mail, watch_config, watching
 
-MISSING = unavailable()
-pytestmark = pytest.mark.skipif(MISSING is not None, reason=MISSING or "")
+pytestmark = needs(unavailable())
 
 #: an IDLE period no test may reach: only Dovecot's push can end the wait in time
 HOUR = 3600.0

@@ -24,6 +24,7 @@ from pizzamail.mailbox import Folder, Mailbox
 from pizzamail.secrets import SecretStore
 from pizzamail.store import Store
 from pizzamail.store.blobs import BlobStore
+from pizzamail.store.events import RunQueued
 from pizzamail.triggers.watch import Watchers
 from tests.imap.imaptools import ACCOUNTS
 from tests.imap.tlstools import Certificate, self_signed
@@ -168,14 +169,14 @@ async def watching(
     store: Store, blobs: BlobStore, config: Config, secrets: SecretStore, **options: Any
 ) -> AsyncIterator[Running]:
     running = Running(store=store)
-    watchers = Watchers(store=store, blobs=blobs, config=config, secrets=secrets,
-                        on_posted=lambda: running.posted.append(1), **options)
+    unsubscribe = store.events.subscribe(RunQueued, lambda e: running.posted.append(e.run))
+    watchers = Watchers(store=store, blobs=blobs, config=config, secrets=secrets, **options)
     running.watchers = watchers
-    await watchers.start()
     try:
-        yield running
+        async with watchers:
+            yield running
     finally:
-        await watchers.stop()
+        unsubscribe()
 
 
 @dataclass

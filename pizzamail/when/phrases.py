@@ -25,7 +25,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from pizzamail.triggers.cron import cron_problem
+from pizzamail.when.cron import cron_problem
 
 EXAMPLES = ('"every weekday at 8", "every mon and thu at 17:00", "every 15 minutes",'
             ' "every month on the 1st at 9"')

@@ -1,4 +1,4 @@
-"""Pure parsing of an incoming mail into what a task needs. No I/O.
+"""One parse of a raw mail into one value, :class:`ParsedMail`. Pure; no I/O.
 
 The stdlib parser with the modern policy never gives up on a message; header access can still
 raise on malformed values, so every field is read defensively and a message we cannot understand
@@ -16,8 +16,9 @@ from email.message import EmailMessage, Message, MIMEPart
 from email.parser import BytesParser
 from typing import Self
 
-_MSGID = re.compile(r"<([^<>\s]+)>")
-_TAGS = re.compile(r"<[^>]*>")
+from pizzamail.mail.ids import first_id, message_ids
+from pizzamail.mail.text import html_to_text
+
 _LINE_BREAK = re.compile(r"[\r\n]")
 
 MAX_HEADER = 16_384
@@ -56,6 +57,20 @@ class BoundedMessage(EmailMessage):
         return "application/octet-stream" if self.clipped else super().get_content_type()
 
 
+#: the headers a person reads, kept as text in :attr:`ParsedMail.headers`
+SHOWN_HEADERS = ("From", "To", "Cc", "Date", "Subject")
+
+
+@dataclass(frozen=True, kw_only=True)
+class MailFile:
+    """An attached part as sent: its file name (None when it gave none), its type, its decoded bytes
+    (an attached mail, which has no transfer encoding, as the mail itself)."""
+
+    filename: str | None
+    content_type: str
+    data: bytes
+
+
 @dataclass(frozen=True, kw_only=True)
 class ParsedMail:
     message_id: str | None
@@ -64,7 +79,19 @@ class ParsedMail:
     subject: str
     sender: str | None
     body: str
-    attachments: list[str]
+    """the text a reader sees: the plain part, else the HTML part as text"""
+    files: tuple[MailFile, ...] = ()
+    headers: tuple[tuple[str, str], ...] = ()
+    """:data:`SHOWN_HEADERS` as text, those present"""
+
+    @property
+    def attachments(self) -> list[str]:
+        """The attachments' names (their types where they have none)."""
+        return [f.filename or f.content_type for f in self.files]
+
+    def header(self, name: str) -> str:
+        """One of :data:`SHOWN_HEADERS` as text ('' when absent)."""
+        return next((v for k, v in self.headers if k.lower() == name.lower()), "")
 
     @property
     def is_empty(self) -> bool:
@@ -91,29 +118,23 @@ def is_clipped(msg: EmailMessage) -> bool:
 
 
 def parse_mail(raw: bytes) -> ParsedMail:
+    """Bytes to :class:`ParsedMail` (callers that also need the stdlib's tree use :func:`parsed_mail`)."""
     return parsed_mail(parse_bytes(raw))
 
 
 def parsed_mail(msg: EmailMessage) -> ParsedMail:
-    """What a task needs of a mail :func:`parse_bytes` parsed."""
+    """The one value of a mail :func:`parse_bytes` parsed: what intake, approvals, tools and
+    triggers read of it."""
     return ParsedMail(
-        message_id=_first_id(_raw_value(msg, "Message-ID")),
-        in_reply_to=_first_id(_raw_value(msg, "In-Reply-To")),
+        message_id=first_id(_raw_value(msg, "Message-ID")),
+        in_reply_to=first_id(_raw_value(msg, "In-Reply-To")),
         references=_trimmed(message_ids(_raw_value(msg, "References"))),
         subject=header_text(msg, "Subject"),
         sender=_address(header_text(msg, "From")),
         body="\n\n".join(filter(None, [_body_text(msg), CLIPPED_NOTE if is_clipped(msg) else ""])),
-        attachments=_attachment_names(msg),
+        files=_files(msg),
+        headers=tuple((n, v) for n in SHOWN_HEADERS if (v := header_text(msg, n))),
     )
-
-
-def message_ids(value: str) -> list[str]:
-    return _MSGID.findall(value)
-
-
-def _first_id(value: str) -> str | None:
-    ids = message_ids(value)
-    return ids[0] if ids else None
 
 
 def _trimmed(references: list[str]) -> list[str]:
@@ -135,9 +156,7 @@ def _body_text(msg: EmailMessage) -> str:
     if part is None:
         return ""
     text = _content(part)
-    if part.get_content_subtype() == "html":
-        text = re.sub(r"[ \t]+", " ", _TAGS.sub(" ", text))
-    return text.strip()
+    return html_to_text(text) if part.get_content_subtype() == "html" else text.strip()
 
 
 def _content(part: MIMEPart) -> str:
@@ -149,14 +168,27 @@ def _content(part: MIMEPart) -> str:
     return content if isinstance(content, str) else ""
 
 
-def _attachment_names(msg: EmailMessage) -> list[str]:
-    names = []
+def _files(msg: EmailMessage) -> tuple[MailFile, ...]:
     try:
-        for part in msg.iter_attachments():
-            names.append(part.get_filename() or part.get_content_type())
-    except (KeyError, ValueError, TypeError):
-        return []
-    return names
+        return tuple(MailFile(filename=part.get_filename(), content_type=part.get_content_type(),
+                              data=_data(part)) for part in msg.iter_attachments())
+    except (KeyError, ValueError, TypeError):  # a MIME tree too broken to walk: its text still counts
+        return ()
+
+
+def _data(part: EmailMessage) -> bytes:
+    """The part's bytes; for an attached mail (message/rfc822, which has no transfer encoding to
+    decode: ``get_payload(decode=True)`` is None) the mail itself."""
+    payload = part.get_payload(decode=True)
+    if isinstance(payload, bytes):
+        return payload
+    if part.get_content_maintype() != "message":
+        return b""
+    try:
+        inner = part.get_payload(0)
+        return inner.as_bytes() if isinstance(inner, EmailMessage) else b""
+    except (IndexError, TypeError, ValueError, LookupError):  # an empty or broken attached mail
+        return b""
 
 
 def header_text(msg: Message, name: str) -> str:

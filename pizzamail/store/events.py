@@ -1,0 +1,156 @@
+"""Commit events: what a write transaction changed, told to the rest of the service once committed.
+
+A store function that writes records a typed event into the open transaction (:func:`record`);
+:meth:`pizzamail.store.Store.write` hands the transaction's events to :meth:`Events.publish` after
+the commit, and drops them with a rollback. So a subscriber that reads the store finds the row.
+
+Subscribers are plain callbacks that only take note (set an ``asyncio.Event``, put into a queue):
+they run on the writer's path, so one that raises is logged and skipped, never the writer's
+failure. Slow work follows events through :class:`Follow`. Events of another process (``pizzamail
+task``) are not seen here; the parts that care also look now and then. A PostgreSQL backend feeds
+the same :meth:`Events.publish` from LISTEN/NOTIFY.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import defaultdict
+from collections.abc import Awaitable, Callable, Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+from weakref import WeakKeyDictionary
+
+log = logging.getLogger("pizzamail.store")
+
+
+@dataclass(frozen=True, kw_only=True)
+class CommitEvent:
+    """A change some committed transaction made."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class MessageAdded(CommitEvent):
+    message: int
+    """the ``messages`` row"""
+    thread: int
+    folder: str
+    direction: str
+    kind: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunQueued(CommitEvent):
+    """A new run, or one back in the queue (a decision resumes a waiting run)."""
+
+    run: int
+    thread: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class ScheduleChanged(CommitEvent):
+    name: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class ActionDecided(CommitEvent):
+    """A held action left ``pending`` by a decision."""
+
+    action: int
+    run: int
+    status: str
+
+
+E = TypeVar("E", bound=CommitEvent)
+
+#: the events of each open write transaction, by its connection (one writer, one transaction at a time)
+_open: WeakKeyDictionary[Any, list[CommitEvent]] = WeakKeyDictionary()
+
+
+def record(db: object, event: CommitEvent) -> None:
+    """Note ``event`` in ``db``'s open transaction: published after its commit, dropped with a
+    rollback. Outside a :meth:`Store.write` transaction (a migration) nobody is listening."""
+    pending = _open.get(db)
+    if pending is not None:
+        pending.append(event)
+
+
+@contextmanager
+def collecting(db: object) -> Iterator[list[CommitEvent]]:
+    """The list that gathers the events of ``db``'s transaction while it is open."""
+    pending: list[CommitEvent] = []
+    _open[db] = pending
+    try:
+        yield pending
+    finally:
+        del _open[db]
+
+
+@dataclass
+class Events:
+    """The subscribers of one store's commit events."""
+
+    _subscribers: defaultdict[type[CommitEvent], list[Callable[[Any], None]]] = field(
+        default_factory=lambda: defaultdict(list))
+
+    def subscribe(self, kind: type[E], callback: Callable[[E], None]) -> Callable[[], None]:
+        """Call ``callback`` with each committed event of ``kind``; returns the unsubscribe."""
+        self._subscribers[kind].append(callback)
+        return lambda: self._subscribers[kind].remove(callback)
+
+    def publish(self, events: Iterable[CommitEvent]) -> None:
+        for event in events:
+            for callback in list(self._subscribers.get(type(event), ())):
+                try:
+                    callback(event)
+                except Exception:  # a subscriber's bug must not fail a write that is committed
+                    log.exception("a subscriber to %s failed", type(event).__name__)
+
+
+@dataclass(kw_only=True)
+class Follow:
+    """A long-lived part (``async with``) that runs ``work`` after commits of ``kinds``: once for a
+    burst of them, never twice at once. Leaving it finishes the work events already asked for."""
+
+    events: Events
+    kinds: tuple[type[CommitEvent], ...]
+    work: Callable[[], Awaitable[object]]
+    name: str
+    """said in the log when the work fails"""
+    _kick: asyncio.Event = field(default_factory=asyncio.Event, init=False)
+    _leaving: bool = field(default=False, init=False)
+    _busy: bool = field(default=False, init=False)
+    _task: asyncio.Task[None] | None = field(default=None, init=False)
+    _unsubscribe: list[Callable[[], None]] = field(default_factory=list, init=False)
+
+    async def __aenter__(self) -> Follow:
+        self._unsubscribe = [self.events.subscribe(kind, self._kicked) for kind in self.kinds]
+        self._task = asyncio.create_task(self._loop(), name=f"pizzamail-{self.name}")
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        """Work for events already published is done first; an idle loop just ends."""
+        for unsubscribe in self._unsubscribe:
+            unsubscribe()
+        if self._task is None:
+            return
+        self._leaving = True
+        if not self._busy and not self._kick.is_set():
+            self._task.cancel()
+        await asyncio.gather(self._task, return_exceptions=True)
+
+    def _kicked(self, _: CommitEvent) -> None:
+        self._kick.set()
+
+    async def _loop(self) -> None:
+        while not (self._leaving and not self._kick.is_set()):
+            await self._kick.wait()
+            self._kick.clear()
+            self._busy = True
+            try:
+                await self.work()
+            except Exception:  # tried again at the next event; what it left undone stays in the store
+                log.exception("%s failed", self.name)
+            finally:
+                self._busy = False

@@ -1,0 +1,47 @@
+"""The mail leaf: one parse, HTML as text, Message-IDs, the builder."""
+
+from __future__ import annotations
+
+from pizzamail.mail.build import AttachedFile, build_mail
+from pizzamail.mail.ids import bare, bracketed, new_message_id
+from pizzamail.mail.parse import parse_bytes, parse_mail
+
+
+def test_html_body_reads_as_text_without_styles_scripts_or_entities() -> None:
+    parsed = parse_mail(b"Content-Type: text/html\r\n\r\n<html><head><style>p {color: red}</style>"
+                        b"</head><body><p>Fish &amp; chips</p><script>alert(1)</script><p>for two</p>"
+                        b"</body></html>\r\n")
+    assert parsed.body == "Fish & chips\n\nfor two"
+
+
+def test_message_ids_are_kept_bare_and_bracketed_in_headers() -> None:
+    mid = new_message_id("pizzamail.localhost")
+    assert mid.endswith("@pizzamail.localhost") and "<" not in mid
+    assert (bracketed(mid), bare(f"<{mid}>"), bare(mid)) == (f"<{mid}>", mid, mid)
+
+
+def test_built_mail_parses_back_to_what_it_was_built_from() -> None:
+    built = build_mail(sender="bot@x", to="me@x", subject="Nightly", text="the report\n", message_id="t1@x",
+                       in_reply_to="p@x", references=["r@x", "p@x"], headers=(("X-Pizzamail-Source", "cli"),),
+                       attachments=(AttachedFile(filename="a.csv", content_type="text/csv", data=b"1,2\n"),))
+    msg = parse_bytes(built.as_bytes())
+    parsed = parse_mail(built.as_bytes())
+    assert (parsed.message_id, parsed.in_reply_to, parsed.references) == ("t1@x", "p@x", ["r@x", "p@x"])
+    assert (parsed.subject, parsed.body, parsed.attachments) == ("Nightly", "the report", ["a.csv"])
+    assert msg["X-Pizzamail-Source"] == "cli"
+
+
+def test_one_parse_carries_the_shown_headers_and_the_attached_files() -> None:
+    inner = build_mail(sender="ann@y", to="me@x", subject="Invoice", text="attached", message_id="i@y")
+    outer = build_mail(sender="me@x", to="bot@x", subject="Fwd: Invoice", text="see below", message_id="o@x",
+                       headers=(("Cc", "Bob <bob@x>"),),
+                       attachments=(AttachedFile(filename="fwd.eml", content_type="message/rfc822",
+                                                 data=inner.as_bytes()),
+                                    AttachedFile(filename="n.bin", content_type="application/pdf",
+                                                 data=b"%PDF")))
+    parsed = parse_mail(outer.as_bytes())
+    shown = (parsed.header("cc"), parsed.header("To"), parsed.header("X-Other"))
+    assert shown == ("Bob <bob@x>", "bot@x", "")
+    [mail, pdf] = parsed.files
+    assert (pdf.filename, pdf.content_type, pdf.data) == ("n.bin", "application/pdf", b"%PDF")
+    assert parse_mail(mail.data).subject == "Invoice" and parsed.attachments == ["fwd.eml", "n.bin"]

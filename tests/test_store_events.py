@@ -1,0 +1,121 @@
+"""Commit events: published after the commit, never for a rollback, never a writer's failure."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from contextlib import closing
+
+import pytest
+
+from pizzamail.store import Store
+from pizzamail.store.events import CommitEvent, Follow, MessageAdded, RunQueued
+from pizzamail.store.runs import create_run
+from pizzamail.store.threads import NewMessage, add_message, create_thread
+
+
+def new_message(subject: str) -> NewMessage:
+    return NewMessage(message_id=f"{subject}@test", in_reply_to=None, refs=[], direction="in", kind="task",
+                      sender="me@pizzamail.localhost", subject=subject, body="", blob="0" * 64, size=0)
+
+
+async def add_task(store: Store, subject: str) -> int:
+    async with store.write() as db:
+        thread = await create_thread(db, subject=subject, agent="bot@pizzamail.localhost")
+        row = await add_message(db, thread, new_message(subject))
+        return await create_run(db, thread, row)
+
+
+def committed_subject(store: Store, row: int) -> str | None:
+    """Read by a connection of its own, as another process would: only committed rows are there."""
+    with closing(sqlite3.connect(store.path)) as db:
+        found = db.execute("SELECT subject FROM messages WHERE id = ?", (row,)).fetchone()
+    return found[0] if found else None
+
+
+async def test_a_subscriber_finds_the_row_committed_when_it_is_told(store: Store) -> None:
+    seen: list[tuple[MessageAdded, str | None]] = []
+    store.events.subscribe(MessageAdded, lambda e: seen.append((e, committed_subject(store, e.message))))
+    queued: list[RunQueued] = []
+    store.events.subscribe(RunQueued, queued.append)
+
+    run = await add_task(store, "Summarise issues")
+
+    [(event, subject)] = seen
+    assert subject == "Summarise issues"
+    assert (event.folder, event.direction, event.kind) == ("INBOX", "in", "task")
+    assert [q.run for q in queued] == [run]
+
+
+async def test_a_rolled_back_transaction_publishes_nothing(store: Store) -> None:
+    seen: list[CommitEvent] = []
+    store.events.subscribe(MessageAdded, seen.append)
+    store.events.subscribe(RunQueued, seen.append)
+
+    with pytest.raises(RuntimeError):
+        async with store.write() as db:
+            thread = await create_thread(db, subject="lost", agent="bot@pizzamail.localhost")
+            await create_run(db, thread, await add_message(db, thread, new_message("lost")))
+            raise RuntimeError("rolled back")
+    assert seen == []
+    await add_task(store, "kept")  # the next transaction publishes its own events only
+    assert [type(e) for e in seen] == [MessageAdded, RunQueued]
+    assert isinstance(seen[0], MessageAdded) and committed_subject(store, seen[0].message) == "kept"
+
+
+async def test_a_failing_subscriber_neither_fails_the_write_nor_silences_the_others(store: Store) -> None:
+    def broken(_: MessageAdded) -> None:
+        raise ValueError("a subscriber's bug")
+
+    store.events.subscribe(MessageAdded, broken)
+    seen: list[MessageAdded] = []
+    store.events.subscribe(MessageAdded, seen.append)
+    await add_task(store, "still stored")
+    [event] = seen
+    assert committed_subject(store, event.message) == "still stored"
+
+
+async def test_an_unsubscribed_callback_is_not_called(store: Store) -> None:
+    seen: list[MessageAdded] = []
+    unsubscribe = store.events.subscribe(MessageAdded, seen.append)
+    unsubscribe()
+    await add_task(store, "unseen")
+    assert seen == []
+
+
+async def test_follow_works_once_a_burst_and_finishes_asked_work_when_left(store: Store) -> None:
+    done: list[int] = []
+    started, release = asyncio.Event(), asyncio.Event()
+
+    async def work() -> None:
+        done.append(len(await store.fetchall("SELECT id FROM messages")))
+        started.set()
+        await release.wait()
+
+    async with Follow(events=store.events, kinds=(MessageAdded,), work=work, name="test"):
+        await add_task(store, "first")
+        await started.wait()  # working on the first; three more arrive meanwhile
+        for n in range(3):
+            await add_task(store, f"more {n}")
+        release.set()
+    assert done == [1, 4]  # one pass for the burst, done before leaving returned
+
+
+async def test_a_writer_cancelled_while_it_commits_still_publishes_what_it_committed(store: Store) -> None:
+    published = asyncio.Event()
+    store.events.subscribe(MessageAdded, lambda _: published.set())
+    in_commit = asyncio.Event()
+
+    async def writer() -> None:
+        async with store.write() as db:
+            thread = await create_thread(db, subject="cut off", agent="bot@pizzamail.localhost")
+            await add_message(db, thread, new_message("cut off"))
+            in_commit.set()  # nothing yields from here to the commit's await: the test runs there
+
+    task = asyncio.create_task(writer())
+    await in_commit.wait()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    await asyncio.wait_for(published.wait(), 10)
+    assert [r["subject"] for r in await store.fetchall("SELECT subject FROM messages")] == ["cut off"]
