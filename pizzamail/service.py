@@ -1,11 +1,12 @@
 """The running service: every long-lived part in one lifecycle.
 
-Parts start in order inside an ``AsyncExitStack`` (store, mailbox, filing, MCP servers, scheduler,
-runner, SMTP/IMAP/HTTP, watches) and stop in reverse when the stack is left, so a signal or an error leaves
-nothing running and no file half written. Parts never call each other back: they follow the store's
-commit events (a message added is filed, a queued run wakes the runner, a changed schedule wakes
-the scheduler, a decided action updates the Action folder). Every port is bound first: a port taken
-by another program stops the start before the store is opened or a run resumed.
+Parts start in order inside an ``AsyncExitStack`` (store, mailbox, filing, the Action folder's sync,
+MCP servers, scheduler, runner, approvals sweep, SMTP/IMAP/HTTP, watches) and stop in reverse when
+the stack is left, so a signal or an error leaves nothing running and no file half written. Parts
+never call each other back: they follow the store's commit events (a message added is filed, a
+queued run wakes the runner, a changed schedule wakes the scheduler, a decided action updates the
+Action folder). Every port is bound first: a port taken by another program stops the start
+before the store is opened or a run resumed.
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ from collections.abc import Callable
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 
-from pizzamail.auth import Accounts, accounts_for, approvers, password_command, without_password
+from pizzamail.approvals import Approvals, Sweep
+from pizzamail.auth import Accounts, accounts_for, password_command, without_password
 from pizzamail.composer import Composer
 from pizzamail.config import Config
 from pizzamail.errors import ConfigError, PortUnavailable, database_refusal
@@ -144,24 +146,27 @@ class Service:
         composer = Composer(config=self.config)
         hub = McpHub(settings=self.config.mcp, secrets=self.secrets, log_dir=self.home.logs,
                      cwd=self.home.root, rules=self.config.tools.policy)
+        approvals = Approvals(store=store, blobs=blobs, mailbox=mailbox, config=self.config,
+                              composer=composer, file_mail=filer.run, secrets=self.secrets)
         runner = Runner(
             store=store, mailbox=mailbox, blobs=blobs, config=self.config, secrets=self.secrets,
             filer=filer, composer=composer, tools=self._tools(store, blobs, composer, hub),
-            workspaces=self.home.root / "workspaces",
+            workspaces=self.home.root / "workspaces", approvals=approvals,
         )
         # before IMAP serves: a request copy a crash left unrecorded is recorded before the user
         # can delete it (a deletion means "ignore" only for a copy known to have been delivered)
-        await runner.sync_approvals()
+        await approvals.sweep()
         servers = Servers(config=self.config, tls=self.tls, sockets=sockets, gate=self._gate, mailbox=mailbox,
-                          accounts=self.accounts(), intake=self._intake(store, blobs, composer),
+                          accounts=self.accounts(), intake=self._intake(store, blobs, approvals),
                           hooks=Hooks(store=store, blobs=blobs, config=self.config, secrets=self.secrets))
         for part in (
             Follow(events=store.events, kinds=(MessageAdded,), work=filer.run, name="filing"),
-            Follow(events=store.events, kinds=(ActionDecided,), work=runner.sync_approvals,
+            Follow(events=store.events, kinds=(ActionDecided,), work=approvals.sync,
                    name="the Action folder's sync"),
             hub,  # MCP servers: stopped after the runner
             Scheduler(store=store, blobs=blobs, config=self.config),  # before the runner resumes runs
             runner,
+            Sweep(approvals=approvals),  # expiry, reminders, deleted requests: on its own timer
             servers,
             # remote mailboxes: stopped (logged out) before anything above
             Watchers(store=store, blobs=blobs, config=self.config, secrets=self.secrets),
@@ -186,13 +191,13 @@ class Service:
         tools.add_source(hub)
         return tools
 
-    def _intake(self, store: Store, blobs: BlobStore, composer: Composer) -> IntakeHandler:
+    def _intake(self, store: Store, blobs: BlobStore, approvals: Approvals) -> IntakeHandler:
         for name in without_password(self.config, self.secrets):
             log.warning("sender %s has no password and cannot log in; run `%s`", name, password_command(name))
         return IntakeHandler(
             store=store, blobs=blobs, accounts=self.accounts(),
             agents=frozenset({self.config.agent.address.lower()}), domain=self.config.domain,
-            composer=composer, approvers=approvers(self.config),
+            approvals=approvals,
         )
 
     def accounts(self) -> Accounts:

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import os
+import threading
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import pytest
 
@@ -16,6 +19,7 @@ from pizzamail.store.blobs import BlobStore
 from pizzamail.store.threads import NewMessage, add_message, create_thread
 
 MAIL = b"From: a@example.org\nSubject: hi\n\nbody\n"
+T = TypeVar("T")
 
 
 async def test_standard_folders_exist_on_disk(mailbox: Mailbox, home: Home) -> None:
@@ -33,7 +37,7 @@ async def test_deliver_is_atomic_crlf_and_assigns_increasing_uids(mailbox: Mailb
     uids = [await mailbox.deliver(inbox, MAIL) for _ in range(3)]
     assert uids == [1, 2, 3]
     rows = await mailbox.messages(inbox)
-    assert mailbox.read(inbox, rows[0]) == MAIL.replace(b"\n", b"\r\n")
+    assert await mailbox.read(inbox, rows[0]) == MAIL.replace(b"\n", b"\r\n")
     assert rows[0].size == len(MAIL.replace(b"\n", b"\r\n"))
     assert os.listdir(mailbox.path(inbox) / "tmp") == []
 
@@ -48,7 +52,7 @@ async def test_every_line_end_is_filed_as_crlf(mailbox: Mailbox, sent: bytes, fi
     assert inbox is not None
     await mailbox.deliver(inbox, sent)
     [row] = await mailbox.messages(inbox)
-    assert mailbox.read(inbox, row) == filed
+    assert await mailbox.read(inbox, row) == filed
 
 
 async def test_flags_rename_file_and_keywords_persist(mailbox: Mailbox) -> None:
@@ -133,7 +137,8 @@ async def test_demo_data_seeds_once(mailbox: Mailbox) -> None:
     assert inbox is not None
     rows = await mailbox.messages(inbox)
     assert any("\\Seen" in r.flags for r in rows) and any("\\Seen" not in r.flags for r in rows)
-    assert all(b"\n" not in mailbox.read(inbox, r).replace(b"\r\n", b"") for r in rows)  # wire form
+    files = [await mailbox.read(inbox, r) or b"\n" for r in rows]
+    assert all(b"\n" not in data.replace(b"\r\n", b"") for data in files)  # wire form
 
 
 async def test_read_header_stops_after_the_header_even_when_it_is_long(mailbox: Mailbox) -> None:
@@ -143,7 +148,8 @@ async def test_read_header_stops_after_the_header_even_when_it_is_long(mailbox: 
     body = b"attachment-bytes " * 20_000
     uid = await mailbox.deliver(inbox, header + b"\r\n" + body)
     [row] = [r for r in await mailbox.messages(inbox) if r.uid == uid]
-    head = mailbox.read_header(inbox, row)
+    [head] = await mailbox.read_many(inbox, [row], header_only=True)
+    assert head is not None
     assert head.startswith(header + b"\r\n")
     assert len(head) < len(header) + 2 + 8192
 
@@ -191,3 +197,48 @@ async def test_a_message_whose_file_was_renamed_before_a_crash_is_filed_once_at_
     assert os.listdir(home.maildir / "new") == [base]
     indexed = await store.fetchall("SELECT name, message_ref FROM mail WHERE folder_id = ?", (inbox.id,))
     assert [tuple(r) for r in indexed] == [(base, row)]
+
+
+def _held(real: Callable[..., T], entered: threading.Event, release: threading.Event) -> Callable[..., T]:
+    """``real``, made to wait until the test releases it: on the event loop's thread it would
+    stop the loop, so the release never came and the wait ran out."""
+    def held(*args: Any) -> T:
+        entered.set()
+        if not release.wait(timeout=5):
+            raise TimeoutError("the event loop stopped while the file work ran")
+        return real(*args)
+    return held
+
+
+async def test_the_atomic_write_runs_off_the_event_loop(
+    mailbox: Mailbox, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    inbox = await mailbox.folder("INBOX")
+    assert inbox is not None
+    entered, release = threading.Event(), threading.Event()
+    monkeypatch.setattr(maildir, "write_atomic", _held(maildir.write_atomic, entered, release))
+    delivery = asyncio.create_task(mailbox.deliver(inbox, MAIL))
+    assert await asyncio.to_thread(entered.wait, 5)  # the loop runs on while the file is written
+    release.set()
+    assert await delivery == 1
+    assert [r.subdir for r in await mailbox.messages(inbox)] == ["new"]
+
+
+async def test_a_move_cancelled_during_its_renames_still_commits_them(
+    mailbox: Mailbox, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    inbox, archive = await mailbox.folder("INBOX"), await mailbox.folder("Archive")
+    assert inbox is not None and archive is not None
+    uids = [await mailbox.deliver(inbox, MAIL) for _ in range(2)]
+    entered, release = threading.Event(), threading.Event()
+    monkeypatch.setattr(Mailbox, "_rename_all", _held(Mailbox._rename_all, entered, release))
+    moving = asyncio.create_task(mailbox.move(inbox, uids, archive))
+    assert await asyncio.to_thread(entered.wait, 5)
+    moving.cancel()  # e.g. serve stopping: the files are being renamed in the worker thread
+    release.set()
+    with pytest.raises(asyncio.CancelledError):
+        await moving
+    assert await mailbox.messages(inbox) == []
+    moved = await mailbox.messages(archive)
+    assert [await mailbox.read(archive, r) for r in moved] == [maildir.to_crlf(MAIL)] * 2
+    assert await mailbox.reconcile(inbox) == (0, 0) and await mailbox.reconcile(archive) == (0, 0)

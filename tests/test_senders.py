@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner, Result
 
-from pizzamail.auth import accounts_for, approvers, sender_key
+from pizzamail.auth import accounts_for, sender_key
 from pizzamail.cli import cli
 from pizzamail.composer import MailContext
 from pizzamail.config import Config, parse_config
@@ -61,8 +61,7 @@ def keys(home: Home) -> SecretStore:
 async def intake(store: Store, blobs: BlobStore, secrets: SecretStore, config: Config) -> AsyncIterator[int]:
     """Our SMTP intake with the logins the service would build from ``config``; yields its port."""
     handler = IntakeHandler(store=store, blobs=blobs, accounts=accounts_for(config, secrets),
-                            agents=frozenset({BOT}), domain="pizzamail.localhost",
-                            approvers=approvers(config))
+                            agents=frozenset({BOT}), domain="pizzamail.localhost")
     server = await start_smtp_server(host="127.0.0.1", port=0, handler=handler, max_size=100_000)
     try:
         yield int(server.sockets[0].getsockname()[1])

@@ -1,12 +1,23 @@
 """Approvals: held actions, their request mails, the user's decisions and exactly-once release.
 
+The runner and intake call one service, :class:`Approvals`; :class:`Sweep` is its long-lived part
+(expiry, reminders and the ``Action`` folder, on a timer of its own). Inside:
+
 - :mod:`decide`  pure: which action a reply names and what it decides
 - :mod:`reading` pure: which words of a reply the user wrote (quotes, signatures, HTML set aside)
 - :mod:`markup`  pure: an HTML reply as a reader sees it (hidden and struck-out text marked)
 - :mod:`words`   pure: the approval, denial and courtesy words, and the rule for an approval
-- :mod:`ledger`  the store side: decisions, state transitions, standing rules
-- :mod:`release` the runner side: turning a decided action into the tool step the run continues with
+- :mod:`ledger`  decisions and their state transitions (the rows: :mod:`pizzamail.store.actions`,
+  :mod:`pizzamail.store.approvals`)
+- :mod:`release` a resumed run's decided held call turned into the tool step it continues with
 - :mod:`intake`  a decision arriving by SMTP, committed before the 250 (also a sent draft)
 - :mod:`outbox`  ``draft_email``: the real draft in Drafts, and relaying an approved one
-- :mod:`expiry`  optional expiry and one reminder, on the runner's idle poll
+- :mod:`request` the request mail, and ``Action`` as the queue of waiting requests
+- :mod:`expiry`  optional expiry and one reminder
 """
+
+from pizzamail.approvals.outbox import DRAFTS_FOLDER, draft_id, draft_message
+from pizzamail.approvals.release import Waiting
+from pizzamail.approvals.service import Approvals, Sweep
+
+__all__ = ["DRAFTS_FOLDER", "Approvals", "Sweep", "Waiting", "draft_id", "draft_message"]

@@ -1,4 +1,4 @@
-"""Optional expiry and one reminder for requests nobody decided, checked on the runner's idle poll.
+"""Optional expiry and one reminder for requests nobody decided, checked by the approvals sweep.
 
 Off by default: without ``[approvals] expires`` (or ``[mcp.servers.NAME] expires``) a request waits
 for ever, and without ``remind_after`` no reminder is sent. An expired action is a decision like any
@@ -12,17 +12,16 @@ from __future__ import annotations
 import logging
 from datetime import UTC, datetime
 
-import aiosqlite
-
 from pizzamail.approvals.decide import Decision, approval_header
 from pizzamail.approvals.ledger import STATE_TEXT, apply_decision, pending
 from pizzamail.approvals.request import reply_address
 from pizzamail.composer import Composer, MailContext
 from pizzamail.config import Config, duration_seconds
 from pizzamail.store import Store
-from pizzamail.store.actions import HeldAction
+from pizzamail.store.actions import HeldAction, mark_reminded
 from pizzamail.store.blobs import BlobStore
 from pizzamail.store.mailwriter import add_mail, message_row
+from pizzamail.store.threads import find_message
 
 log = logging.getLogger("pizzamail.approvals")
 
@@ -66,32 +65,24 @@ async def _expire(store: Store, action: HeldAction) -> int:
 
 async def _remind(store: Store, blobs: BlobStore, composer: Composer, config: Config,
                   action: HeldAction) -> int:
-    request = await store.fetchone("SELECT subject, refs FROM messages WHERE message_id = ?",
-                                   (action.request_message_id,))
+    request = await find_message(store, action.request_message_id or "")
     if request is None:
         return 0
     ctx = MailContext(
-        thread_id=action.thread_id, run_id=action.run_id, subject=request["subject"],
-        in_reply_to=action.request_message_id, references=str(request["refs"]).split(),
+        thread_id=action.thread_id, run_id=action.run_id, subject=request.subject,
+        in_reply_to=action.request_message_id, references=request.refs,
         headers=(("Reply-To", reply_address(config.agent.address, action.nonce)),
                  ("X-Pizzamail-Approval", approval_header(action.id, action.nonce))),
     )
     mail = composer.decision_reply(ctx, reminder_text(action, config))
     blob = await blobs.save(mail.as_bytes())
     async with store.write() as db:
-        if not await _mark_reminded(db, action):
+        if not await mark_reminded(db, action.id):
             return 0
         row = message_row(mail, blob, kind="reminder", sender=config.agent.address, run_id=action.run_id)
         await add_mail(db, action.thread_id, row)
     log.info("reminded about action %d (%s)", action.id, action.label)
     return 1
-
-
-async def _mark_reminded(db: aiosqlite.Connection, action: HeldAction) -> bool:
-    cursor = await db.execute(
-        "UPDATE held_actions SET reminded_at = strftime('%Y-%m-%dT%H:%M:%SZ', 'now')"
-        " WHERE id = ? AND status = 'held' AND reminded_at IS NULL", (action.id,))
-    return cursor.rowcount == 1
 
 
 def reminder_text(action: HeldAction, config: Config) -> str:

@@ -18,14 +18,14 @@ from email.message import EmailMessage
 import aiosqlite
 
 from pizzamail.approvals.decide import Decision, parse_approval_header, read_decision, route
-from pizzamail.approvals.ledger import STATE_TEXT, Applied, action_by_id, actions_named, apply_decision
+from pizzamail.approvals.ledger import STATE_TEXT, Applied, actions_named, apply_decision
 from pizzamail.approvals.outbox import sent_arguments, strip_for_relay
 from pizzamail.composer import Composer, MailContext
 from pizzamail.errors import SmtpRefusal
 from pizzamail.mail.ids import new_message_id
 from pizzamail.mail.parse import ParsedMail, header_text
 from pizzamail.store import Store
-from pizzamail.store.actions import HeldAction
+from pizzamail.store.actions import HeldAction, action_by_id, action_named
 from pizzamail.store.blobs import BlobStore
 from pizzamail.store.mailwriter import add_mail, message_row, received_row
 from pizzamail.store.threads import log_event, message_direction
@@ -60,8 +60,7 @@ async def draft_action(store: Store, msg: EmailMessage) -> HeldAction | None:
     named = parse_approval_header(header_text(msg, "X-Pizzamail-Approval"))
     if named is None:
         return None
-    row = await store.fetchone("SELECT * FROM held_actions WHERE id = ? AND nonce = ?", named)
-    action = HeldAction(**dict(row)) if row else None
+    action = await action_named(store, *named)
     return action if action is not None and action.is_draft and action.status == "held" else None
 
 

@@ -22,15 +22,13 @@ from typing import Literal
 
 import jsonschema
 
-from pizzamail.approvals.ledger import action_for_call, transition
 from pizzamail.approvals.outbox import NO_RELAY, Outbox
 from pizzamail.errors import RunError
-from pizzamail.runner.loop import Transcript
-from pizzamail.runner.steps import HeldStep, ToolStep
 from pizzamail.store import Store
-from pizzamail.store.actions import HeldAction
+from pizzamail.store.actions import HeldAction, action_for_call, transition
 from pizzamail.store.runs import add_step
 from pizzamail.tools import Explained, Toolbox, ToolResult
+from pizzamail.transcript import HeldStep, ToolStep, Transcript
 
 log = logging.getLogger("pizzamail.approvals")
 

@@ -3,7 +3,7 @@
 The request goes into the thread (INBOX) like every bot mail; a copy of the same bytes is put into
 ``Action`` and taken out once the action is decided. A copy that vanished while the action still
 waits was deleted by the user: that is "ignore" (the agent is told). The pass that notices this,
-:func:`sync_action_folder`, runs after filing and on the runner's idle poll — the Maildir index in
+:func:`sync_action_folder`, runs after filing and on the sweep's timer — the Maildir index in
 the store is the truth about what the user's client deleted.
 
 A tool that describes its calls (:class:`~pizzamail.tools.Explained`) has that description shown
@@ -26,12 +26,12 @@ from pizzamail.approvals.release import Waiting
 from pizzamail.approvals.shown import explain, shown_arguments
 from pizzamail.composer import Composed, Composer, MailContext
 from pizzamail.mailbox import Mailbox
-from pizzamail.runner.loop import Transcript
-from pizzamail.runner.steps import HeldStep, ToolStep
 from pizzamail.store import Store
-from pizzamail.store.actions import HeldAction
+from pizzamail.store.actions import HeldAction, forget_copies, record_copy, waiting_actions
 from pizzamail.store.blobs import BlobStore
+from pizzamail.store.threads import find_message
 from pizzamail.tools import Toolbox
+from pizzamail.transcript import HeldStep, ToolStep, Transcript
 
 log = logging.getLogger("pizzamail.approvals")
 
@@ -126,8 +126,7 @@ async def sync_action_folder(store: Store, mailbox: Mailbox, blobs: BlobStore, *
     (its run is queued again)."""
     folder = await mailbox.folder(ACTION_FOLDER) or await mailbox.create_folder(ACTION_FOLDER)
     present = {row.name: row.uid for row in await mailbox.messages(folder)}
-    actions = [HeldAction(**dict(r)) for r in await store.fetchall(
-        "SELECT * FROM held_actions WHERE request_message_id IS NOT NULL AND status IN ('held', 'unknown')")]
+    actions = await waiting_actions(store, requested=True)
     wanted = {copy_name(a) for a in actions}
     stale = {name: uid for name, uid in present.items()
              if name.startswith("approval.") and name not in wanted}
@@ -151,9 +150,8 @@ async def sync_action_folder(store: Store, mailbox: Mailbox, blobs: BlobStore, *
 async def _forget_copies(store: Store, names: list[str]) -> None:
     """We take these copies out ourselves (their action was decided): recorded first, so an action
     that goes back to held (no relay, invalid edits) is shown again, never taken for ignored."""
-    marks = ", ".join("?" * len(names))
     async with store.write() as db:
-        await db.execute(f"UPDATE held_actions SET action_copy = NULL WHERE action_copy IN ({marks})", names)
+        await forget_copies(db, names)
 
 
 async def _ignore(store: Store, action: HeldAction, owner: str) -> bool:
@@ -166,16 +164,16 @@ async def _ignore(store: Store, action: HeldAction, owner: str) -> bool:
 
 async def _deliver_copy(store: Store, mailbox: Mailbox, blobs: BlobStore, *, folder_name: str,
                         action: HeldAction, name: str) -> None:
-    row = await store.fetchone("SELECT blob FROM messages WHERE message_id = ?", (action.request_message_id,))
-    if row is None:
+    request = await find_message(store, action.request_message_id or "")
+    if request is None:
         return
     folder = await mailbox.folder(folder_name)
     assert folder is not None
-    await mailbox.deliver(folder, blobs.get(row["blob"]), base=name)
+    await mailbox.deliver(folder, blobs.get(request.blob), base=name)
     await _record_copy(store, action, name)
 
 
 async def _record_copy(store: Store, action: HeldAction, name: str) -> None:
     """From now on, a copy missing from ``Action`` was deleted by the user."""
     async with store.write() as db:
-        await db.execute("UPDATE held_actions SET action_copy = ? WHERE id = ?", (name, action.id))
+        await record_copy(db, action.id, name)

@@ -20,12 +20,13 @@ from typing import TYPE_CHECKING
 
 import click
 
-from pizzamail.approvals.ledger import STATE_TEXT, Applied, Rule, action_by_id, apply_decision, pending
+from pizzamail.approvals.ledger import STATE_TEXT, Applied, apply_decision, pending
 from pizzamail.approvals.ledger import remove_rule as remove_rule_row
-from pizzamail.approvals.ledger import rules as list_rules
 from pizzamail.cli.app import App
 from pizzamail.store import Store
-from pizzamail.store.actions import HeldAction, canonical_json
+from pizzamail.store.actions import HeldAction, action_by_id, canonical_json
+from pizzamail.store.approvals import Rule
+from pizzamail.store.approvals import rules as list_rules
 from pizzamail.store.blobs import BlobStore
 
 if TYPE_CHECKING:

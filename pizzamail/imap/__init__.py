@@ -3,8 +3,10 @@
 Layers, from the wire inwards: ``server`` (listener, framing, limits) -> ``parser`` (pure bytes ->
 :class:`~pizzamail.imap.parser.Command`) -> ``session`` (state machine, command table in
 ``commands``) -> command modules (``login``, ``folders``, ``selected``) -> ``view`` (one
-session's numbering of the selected folder, caught up from the store's index) with ``fetch``,
-``search``, ``mime`` and ``structure`` rendering messages from their stored bytes.
+session's numbering of the selected folder) with ``fetch``, ``search``, ``mime`` and ``structure``
+rendering messages from their stored bytes. Everything below the session talks to the mail index
+interface, :class:`~pizzamail.mailbox.MailIndex`, never to the store: ``serve`` gives it the Maildir
+mailbox, transcript tests an in-memory one.
 """
 
 from __future__ import annotations

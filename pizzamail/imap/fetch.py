@@ -1,8 +1,8 @@
 """FETCH: rendering the requested items of each message, straight from the stored bytes.
 
-ENVELOPE and BODYSTRUCTURE are computed once per message and cached in the index
-(``mail.envelope`` / ``mail.bodystructure`` hold their wire form), so a client that re-syncs
-headers does not make us re-parse every message.
+ENVELOPE and BODYSTRUCTURE are computed once per message and cached in the mail index (in their
+wire form), so a client that re-syncs headers does not make us re-parse every message. Message
+files are read a batch at a time, off the event loop.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pizzamail.imap import binary, mime, structure, wire
 from pizzamail.imap.fetchparse import FetchAtt
 from pizzamail.imap.view import View
-from pizzamail.mailbox import MailRow
+from pizzamail.mailbox import Structures
 
 Send = Callable[[bytes], Awaitable[None]]
 _CACHED = ("ENVELOPE", "BODYSTRUCTURE")
@@ -44,11 +44,11 @@ class Fetcher:
             self.atts = (FetchAtt("UID"), *self.atts)
         marked = await self._mark_seen(uids)
         await self._load_cache(uids)
-        for uid in uids:
-            message = await self._load(uid)
-            if uid not in self.view.rows or message is None:
-                continue  # expunged meanwhile by another session
-            await send(self._response(uid, message, uid in marked))
+        for batch in self.view.batches(uids):
+            for uid, message in zip(batch, await self._load(batch), strict=True):
+                if uid not in self.view.rows or message is None:
+                    continue  # expunged meanwhile by another session
+                await send(self._response(uid, message, uid in marked))
         await self._save_cache()
 
     async def _mark_seen(self, uids: list[int]) -> set[int]:
@@ -66,13 +66,10 @@ class Fetcher:
     async def _load_cache(self, uids: list[int]) -> None:
         if not uids or not any(a.name in _CACHED for a in self.atts):
             return
-        rows = await self.view.mailbox.store.fetchall(
-            "SELECT uid, envelope, bodystructure FROM mail WHERE folder_id = ? AND uid BETWEEN ? AND ?",
-            (self.view.folder.id, uids[0], uids[-1]),
-        )
-        for r in rows:
-            entry = {"ENVELOPE": r["envelope"], "BODYSTRUCTURE": r["bodystructure"]}
-            self.cache[int(r["uid"])] = {k: bytes(v) for k, v in entry.items() if v is not None}
+        found = await self.view.mailbox.structures(self.view.folder, uids[0], uids[-1])
+        for uid, cached in found.items():
+            entry = {"ENVELOPE": cached.envelope, "BODYSTRUCTURE": cached.bodystructure}
+            self.cache[uid] = {k: v for k, v in entry.items() if v is not None}
 
     def _needs_file(self, uid: int) -> bool:
         cached = self.cache.get(uid, {})
@@ -83,35 +80,33 @@ class Fetcher:
                 return True
         return False
 
-    async def _load(self, uid: int) -> _Message | None:
-        row = self.view.rows.get(uid)
-        if row is None:
+    async def _load(self, uids: list[int]) -> list[_Message | None]:
+        """The messages of ``uids`` (None: expunged), their files read together."""
+        rows = self.view.rows
+        wanted = [u for u in uids if u in rows and self._needs_file(u)]
+        read = await self.view.mailbox.read_many(self.view.folder, [rows[u] for u in wanted],
+                                                  header_only=self._header_only())
+        found = dict(zip(wanted, read, strict=True))
+        loaded: list[_Message | None] = []
+        for uid in uids:
+            data = found.get(uid, b"" if uid in rows else None)  # b"": answered from the index
+            if uid in found and data is None:
+                data = await self._reread(uid)
+            loaded.append(None if data is None else _Message(data))
+        return loaded
+
+    async def _reread(self, uid: int) -> bytes | None:
+        """Another session changed the message's flags (so its file name) since we last looked."""
+        fresh = await self.view.mailbox.message(self.view.folder, uid)
+        if fresh is None:
             return None
-        if not self._needs_file(uid):
-            return _Message(b"")
-        read = self.view.mailbox.read_header if self._header_only() else self.view.mailbox.read
-        try:
-            return _Message(read(self.view.folder, row))
-        except FileNotFoundError:
-            # Another session changed its flags (so its file name) since we last looked.
-            fresh = await self._reread_row(uid)
-            if fresh is None:
-                return None
-            return _Message(read(self.view.folder, fresh))
+        self.view.rows[uid] = fresh
+        [data] = await self.view.mailbox.read_many(self.view.folder, [fresh], header_only=self._header_only())
+        return data
 
     def _header_only(self) -> bool:
         """Every item can be answered from the message header (a client's header listing)."""
         return all(_from_header(att) for att in self.atts)
-
-    async def _reread_row(self, uid: int) -> MailRow | None:
-        r = await self.view.mailbox.store.fetchone(
-            "SELECT uid, name, subdir, size, internaldate, flags, modseq FROM mail"
-            " WHERE folder_id = ? AND uid = ?", (self.view.folder.id, uid))
-        if r is None:
-            return None
-        row = MailRow(**{**dict(r), "flags": frozenset(r["flags"].split())})
-        self.view.rows[uid] = row
-        return row
 
     def _response(self, uid: int, message: _Message, flags_changed: bool) -> bytes:
         items = [self._item(att, uid, message) for att in self.atts]
@@ -183,13 +178,10 @@ class Fetcher:
     async def _save_cache(self) -> None:
         if not self.computed:
             return
-        columns = {"ENVELOPE": "envelope", "BODYSTRUCTURE": "bodystructure"}
-        async with self.view.mailbox.store.write() as db:
-            for (uid, name), value in self.computed.items():
-                await db.execute(
-                    f"UPDATE mail SET {columns[name]} = ? WHERE folder_id = ? AND uid = ?",
-                    (value, self.view.folder.id, uid),
-                )
+        get = self.computed.get
+        computed = {uid: Structures(envelope=get((uid, "ENVELOPE")),
+                                    bodystructure=get((uid, "BODYSTRUCTURE"))) for uid, _ in self.computed}
+        await self.view.mailbox.save_structures(self.view.folder, computed)
 
 
 _HEADER_TEXTS = ("HEADER", "HEADER.FIELDS", "HEADER.FIELDS.NOT")

@@ -157,16 +157,10 @@ async def _status_line(s: Session, folder: Folder, wanted: tuple[str, ...]) -> b
 
 
 async def _status_values(s: Session, folder: Folder) -> dict[str, int]:
-    row = await s.mailbox.store.fetchone(
-        "SELECT count(*) AS messages,"
-        " sum(instr(' ' || flags || ' ', ' \\Seen ') = 0) AS unseen,"
-        " sum(uid >= ?) AS recent FROM mail WHERE folder_id = ?",
-        (await s.mailbox.recent_from(folder), folder.id),
-    )
-    assert row is not None
+    counts = await s.mailbox.counts(folder)
     return {
-        "MESSAGES": int(row["messages"]), "UNSEEN": int(row["unseen"] or 0),
-        "RECENT": int(row["recent"] or 0), "UIDNEXT": folder.uidnext,
+        "MESSAGES": counts.messages, "UNSEEN": counts.unseen,
+        "RECENT": counts.recent, "UIDNEXT": folder.uidnext,
         "UIDVALIDITY": folder.uidvalidity, "HIGHESTMODSEQ": folder.modseq,
     }
 

@@ -1,5 +1,6 @@
 """SEARCH evaluation over the selected view. Flag, size, date and set keys use the view's index
-rows; header and text keys read the message (once, however many keys need it).
+rows; header and text keys read the message (once, however many keys need it, and only for the
+messages the other keys leave in question).
 
 A mail is searched in the text that can be read of it: what does not decode (a damaged encoded
 word, base64 or charset) is searched as it stands, never failing the command for the folder.
@@ -70,23 +71,24 @@ def _text(part: mime.Part) -> str:
         return data.decode("utf-8", "replace")
 
 
-class _Candidate:
-    """One message under test; its bytes, header fields and text are loaded lazily."""
+class _NeedsBytes(Exception):
+    """A key asked for the message's bytes: read them (off the event loop) and test again."""
 
-    def __init__(self, view: View, uid: int) -> None:
-        self.view = view
+
+class _Candidate:
+    """One message under test; its header fields and text are parsed lazily, and without its
+    bytes (``data`` None) a key that needs them raises :class:`_NeedsBytes`."""
+
+    def __init__(self, uid: int, data: bytes | None = None) -> None:
         self.uid = uid
-        self._data: bytes | None = None
+        self._data = data
         self._fields: list[tuple[bytes, bytes]] | None = None
         self._body: str | None = None
 
     @property
     def data(self) -> bytes:
         if self._data is None:
-            try:
-                self._data = self.view.mailbox.read(self.view.folder, self.view.rows[self.uid])
-            except FileNotFoundError:
-                self._data = b""  # renamed or expunged by another session while we searched
+            raise _NeedsBytes
         return self._data
 
     @property
@@ -111,10 +113,25 @@ class Searcher:
         self.view = view
         self._sets: dict[SetKey, set[int]] = {}
 
-    def run(self, key: SearchKey) -> list[int]:
-        """The matching live UIDs, ascending."""
+    async def run(self, key: SearchKey) -> list[int]:
+        """The matching live UIDs, ascending: first by what the index says, then, for the
+        messages that leaves in question, by their bytes, read a batch at a time."""
         live = [u for u in self.view.uids if u in self.view.rows]
-        return [u for u in live if self.matches(key, _Candidate(self.view, u))]
+        found: set[int] = set()
+        pending: list[int] = []
+        for uid in live:
+            try:
+                if self.matches(key, _Candidate(uid)):
+                    found.add(uid)
+            except _NeedsBytes:
+                pending.append(uid)
+        for batch in self.view.batches(pending):
+            read = await self.view.mailbox.read_many(self.view.folder, [self.view.rows[u] for u in batch])
+            for uid, data in zip(batch, read, strict=True):
+                # None: renamed or expunged by another session while we searched
+                if self.matches(key, _Candidate(uid, data or b"")):
+                    found.add(uid)
+        return [u for u in live if u in found]
 
     def matches(self, key: SearchKey, c: _Candidate) -> bool:
         match key:

@@ -112,7 +112,7 @@ async def search(s: Session, cmd: Command) -> bytes:
     with_modseq = uses_modseq(key)
     if with_modseq:
         await s.use_condstore()
-    uids = Searcher(view).run(key)
+    uids = await Searcher(view).run(key)
     numbers = uids if cmd.uid else [view.seq(u) for u in uids]
     tail = b""
     if with_modseq and uids:  # RFC 7162 §3.1.5: the highest modseq of what was found
@@ -142,9 +142,8 @@ async def copy(s: Session, cmd: Command) -> bytes:
     pairs: list[tuple[int, int]] = []
     for uid in uids:
         row = view.rows[uid]
-        try:
-            data = s.mailbox.read(view.folder, row)
-        except FileNotFoundError:
+        data = await s.mailbox.read(view.folder, row)
+        if data is None:
             continue  # expunged by another session meanwhile
         new = await s.mailbox.deliver(target, data, flags=row.flags, internaldate=row.internaldate)
         pairs.append((uid, new))

@@ -22,7 +22,7 @@ from pizzamail.imap.capabilities import peer_is_loopback
 from pizzamail.imap.commands import COMMANDS
 from pizzamail.imap.parser import literal_at_end, peek_tag
 from pizzamail.imap.session import Limits, Session, Shared
-from pizzamail.mailbox import Mailbox
+from pizzamail.mailbox import MailIndex
 
 log = logging.getLogger(__name__)
 
@@ -188,7 +188,7 @@ class ImapServer:
     @classmethod
     async def start(
         cls, *, host: str | None = None, port: int | None = None, sock: socket.socket | None = None,
-        mailbox: Mailbox, accounts: Accounts, limits: Limits | None = None,
+        mailbox: MailIndex, accounts: Accounts, limits: Limits | None = None,
         tls: ssl.SSLContext | None = None, tls_port: int | None = None, tls_sock: socket.socket | None = None,
         is_local: Callable[[object], bool] = peer_is_loopback, gate: Gate | None = None,
     ) -> ImapServer:
@@ -316,7 +316,7 @@ def _drop(conn: Connection, conversation: asyncio.Future[None], why: str) -> Non
 
 async def start_imap_server(
     *, host: str | None = None, port: int | None = None, sock: socket.socket | None = None,
-    mailbox: Mailbox, accounts: Accounts, tls: ssl.SSLContext | None = None, tls_port: int | None = None,
+    mailbox: MailIndex, accounts: Accounts, tls: ssl.SSLContext | None = None, tls_port: int | None = None,
     tls_sock: socket.socket | None = None, gate: Gate | None = None,
 ) -> ImapServer:
     """Listen for IMAP on ``host:port`` (0 picks a free port; see ``ImapServer.port``), or on

@@ -22,7 +22,7 @@ from pizzamail.guard import Gate, Visitor
 from pizzamail.imap import capabilities, wire
 from pizzamail.imap.parser import Command, NoArgs, Words, parse_command, peek_tag
 from pizzamail.imap.view import Extensions, View
-from pizzamail.mailbox import Mailbox
+from pizzamail.mailbox import MailIndex
 
 log = logging.getLogger(__name__)
 
@@ -107,7 +107,7 @@ class Limits:
 class Shared:
     """What every session of one server shares."""
 
-    mailbox: Mailbox
+    mailbox: MailIndex
     accounts: Accounts
     limits: Limits
     #: the server's certificate and key; None means no STARTTLS and no implicit TLS
@@ -138,7 +138,7 @@ class Session:
         self.enabled = Extensions()
 
     @property
-    def mailbox(self) -> Mailbox:
+    def mailbox(self) -> MailIndex:
         return self.shared.mailbox
 
     def selected(self) -> View:

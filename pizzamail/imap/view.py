@@ -1,9 +1,9 @@
 """The selected mailbox as one session sees it: sequence numbers, flags, and what changed since.
 
-Each session keeps its own numbering (RFC 3501 §2.3.1.2) and catches up from the store's index:
-the folder's modseq says whether anything changed at all (one indexed lookup per command), rows
-with a newer modseq are the new or re-flagged messages, and a count says whether any went away
-(only then are the UIDs listed). So a command costs what changed, not what the folder holds.
+Each session keeps its own numbering (RFC 3501 §2.3.1.2) and catches up from the mail index
+(:class:`~pizzamail.mailbox.MailIndex`): the folder's modseq says whether anything changed at all
+(one lookup per command), entries with a newer modseq are the new or re-flagged messages, and the
+index says which of the known UIDs went away. So a command costs what changed, not what the folder holds.
 
 EXPUNGE may not be announced while the client's sequence numbers are in use (during FETCH, STORE,
 SEARCH and COPY by number); until it can be, a vanished message stays in the numbering as a ghost.
@@ -18,14 +18,17 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 from bisect import bisect_left, bisect_right
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from pizzamail.errors import ImapError
 from pizzamail.imap import wire
 from pizzamail.imap.reader import SequenceSet
-from pizzamail.mailbox import Folder, Mailbox, MailRow
+from pizzamail.mailbox import Folder, MailIndex, MailRow
 
-_ROW_COLUMNS = "uid, name, subdir, size, internaldate, flags, modseq"
+#: messages read together by FETCH and SEARCH: few trips to the worker thread, bounded memory
+_BATCH = 256
+_BATCH_BYTES = 4 << 20
 
 
 @dataclass
@@ -49,7 +52,7 @@ def uid_set(uids: list[int]) -> bytes:
 
 @dataclass
 class View:
-    mailbox: Mailbox
+    mailbox: MailIndex
     folder: Folder
     readonly: bool
     enabled: Extensions = field(default_factory=Extensions)
@@ -66,7 +69,7 @@ class View:
     watch: asyncio.Event | None = None
 
     @classmethod
-    async def open(cls, mailbox: Mailbox, folder: Folder, readonly: bool, enabled: Extensions) -> View:
+    async def open(cls, mailbox: MailIndex, folder: Folder, readonly: bool, enabled: Extensions) -> View:
         view = cls(mailbox, folder, readonly, enabled, modseq=folder.modseq,
                    watch=mailbox.change_event(folder))  # before reading: no change slips by
         for row in await mailbox.messages(folder):
@@ -122,6 +125,21 @@ class View:
             if a and b and max(a, b) > len(self.uids):
                 raise ImapError(f"no message has the number {max(a, b)}", bad=True)
 
+    def batches(self, uids: list[int]) -> Iterator[list[int]]:
+        """``uids`` in runs whose messages are read together (one trip off the event loop each),
+        of at most ``_BATCH`` messages and, but for a single larger one, ``_BATCH_BYTES`` bytes."""
+        batch: list[int] = []
+        size = 0
+        for uid in uids:
+            row = self.rows.get(uid)
+            size += row.size if row is not None else 0
+            if batch and (len(batch) == _BATCH or size > _BATCH_BYTES):
+                yield batch
+                batch, size = [], row.size if row is not None else 0
+            batch.append(uid)
+        if batch:
+            yield batch
+
     def flags(self, uid: int) -> frozenset[str]:
         flags = self.rows[uid].flags
         return flags | {"\\Recent"} if uid in self.recent else flags
@@ -155,12 +173,11 @@ class View:
         if self.watch is not None and not self.watch.is_set():
             return self._expunges() if expunge_ok else out
         self.watch = self.mailbox.change_event(self.folder)
-        row = await self.mailbox.store.fetchone(
-            "SELECT modseq FROM folders WHERE id = ?", (self.folder.id,))
-        if row is not None and int(row["modseq"]) != self.modseq:
+        modseq = await self.mailbox.modseq(self.folder)
+        if modseq is not None and modseq != self.modseq:
             before = self.exists
-            changed = await self._changed_rows()
-            self.modseq = int(row["modseq"])
+            changed = await self.mailbox.changed_since(self.folder, self.modseq)
+            self.modseq = modseq
             flagged, arrived, keyword_line = self._apply(changed)
             await self._take_recent(arrived)
             await self._find_gone()
@@ -171,13 +188,6 @@ class View:
         elif expunge_ok:
             out += self._expunges()
         return out
-
-    async def _changed_rows(self) -> list[MailRow]:
-        rows = await self.mailbox.store.fetchall(
-            f"SELECT {_ROW_COLUMNS} FROM mail WHERE folder_id = ? AND modseq > ? ORDER BY uid",
-            (self.folder.id, self.modseq),
-        )
-        return [MailRow(**{**dict(r), "flags": frozenset(r["flags"].split())}) for r in rows]
 
     def _apply(self, changed: list[MailRow]) -> tuple[list[int], list[int], list[bytes]]:
         keywords = set(self.keywords)
@@ -197,17 +207,9 @@ class View:
         return flagged, arrived, [self.flag_line()] if self.keywords != keywords else []
 
     async def _find_gone(self) -> None:
-        """Messages expunged by others: a count first; the UID list only when it differs."""
-        if not self.rows:
-            return
-        params = (self.folder.id, self.uids[-1])
-        row = await self.mailbox.store.fetchone(
-            "SELECT count(*) AS n FROM mail WHERE folder_id = ? AND uid <= ?", params)
-        if row is not None and int(row["n"]) >= len(self.rows):
-            return
-        present = await self.mailbox.store.fetchall(
-            "SELECT uid FROM mail WHERE folder_id = ? AND uid <= ?", params)
-        self.note_gone(sorted(set(self.rows) - {int(r["uid"]) for r in present}))
+        """Messages expunged by others."""
+        if self.rows:
+            self.note_gone(sorted(await self.mailbox.vanished(self.folder, self.rows.keys())))
 
     def _expunges(self) -> list[bytes]:
         """``* n EXPUNGE`` for every ghost, highest first so no number needs adjusting; with

@@ -23,9 +23,8 @@ from typing import Any
 
 from aiosmtpd.smtp import MISSING, SMTP, AuthResult, Envelope, LoginPassword, Session
 
-from pizzamail.approvals.intake import draft_action, record_decision, routed_action, send_decision
+from pizzamail.approvals import Approvals
 from pizzamail.auth import Accounts, Login
-from pizzamail.composer import Composer
 from pizzamail.errors import PizzamailError, SmtpRefusal, Unavailable
 from pizzamail.guard import Gate, TokenBucket, Visitor
 from pizzamail.intake.tasks import Stored, store_task
@@ -59,11 +58,8 @@ class IntakeHandler:
     #: addresses that reach the agent (``bot@…``); plus-addresses of them are accepted too
     agents: frozenset[str]
     domain: str
-    composer: Composer | None = None
-    """renders the short reply to a decision that changed nothing; without it, replies to approval
-    requests are not treated as decisions"""
-    approvers: frozenset[str] = frozenset()
-    """who may decide approvals (lower case)"""
+    approvals: Approvals | None = None
+    """decides held actions by reply; without it, replies to approval requests are tasks"""
     _rates: dict[str, TokenBucket] = field(default_factory=dict)
 
     async def handle_MAIL(
@@ -162,18 +158,13 @@ class IntakeHandler:
 
         A login that may not decide is refused rather than stored as a task, so its author learns
         at once that nothing was approved (and a held action is never started twice over)."""
-        action = await routed_action(self.store, msg, envelope.rcpt_tos)
-        if action is None:
+        action = await self.approvals.routed(msg, envelope.rcpt_tos) if self.approvals else None
+        if action is None or self.approvals is None:
             return None
         if not login.approve:
             raise SmtpRefusal(550, "5.7.1", f"<{login.address}> may not decide approvals; only the"
                               f" owner can (or set approve = true in [senders.{login.sender}])")
-        if self.composer is None:
-            return None
-        decided = await record_decision(
-            self.store, self.blobs, raw, parsed, msg, action=action, approvers=self.approvers,
-            composer=self.composer, sender=min(self.agents), domain=self.domain,
-        )
+        decided = await self.approvals.decide(raw, parsed, msg, action=action, sender=min(self.agents))
         log.info("decision on action %d: %s", action.id, "applied" if decided.applied else "no change")
         return Stored(thread_id=decided.thread_id, run_id=None, duplicate=decided.duplicate)
 
@@ -182,20 +173,17 @@ class IntakeHandler:
     ) -> Stored:
         """Mail to someone else is taken only as the approval of a pending draft: recorded as
         ``send`` (the release relays it), never stored or relayed otherwise."""
-        action = await draft_action(self.store, msg)
-        if action is None or self.composer is None:
+        action = await self.approvals.sent_draft(msg) if self.approvals else None
+        if action is None or self.approvals is None:
             raise self._not_an_agent(outsiders[0], draft=True)
-        decided = await record_decision(
-            self.store, self.blobs, raw, parsed, msg, action=action, approvers=self.approvers,
-            composer=self.composer, sender=min(self.agents), domain=self.domain,
-            decision=await send_decision(self.blobs, raw, msg, outsiders),
-        )
+        decided = await self.approvals.decide(raw, parsed, msg, action=action, sender=min(self.agents),
+                                              sent_to=outsiders)
         log.info("draft of action %d sent by the user: %s", action.id,
                  "approved with their edits" if decided.applied else "no change")
         return Stored(thread_id=decided.thread_id, run_id=None, duplicate=decided.duplicate)
 
     def _may_send_draft(self, envelope: Envelope) -> bool:
-        return self.composer is not None and (envelope.mail_from or "").lower() in self.approvers
+        return self.approvals is not None and (envelope.mail_from or "").lower() in self.approvals.approvers
 
     def _not_an_agent(self, address: str, *, draft: bool = False) -> SmtpRefusal:
         agents = ", ".join(sorted(self.agents))

@@ -5,11 +5,13 @@ Each sample keeps its file name as its Maildir name, so seeding again adds nothi
 
 from __future__ import annotations
 
+import asyncio
 import email.utils
 from email.parser import BytesHeaderParser
 from pathlib import Path
 
-from pizzamail.mailbox import Mailbox, maildir
+from pizzamail.mailbox import maildir
+from pizzamail.mailbox.box import Mailbox
 from pizzamail.resources import demo_maildir
 
 
@@ -21,14 +23,16 @@ async def seed_demo_data(mailbox: Mailbox, source: Path | None = None) -> int:
         name = "INBOX" if folder_dir == source else maildir.folder_name(folder_dir.name)
         folder = await mailbox.folder(name) or await mailbox.create_folder(name)
         before = len(await mailbox.messages(folder))
-        for base, (subdir, filename) in sorted(maildir.scan(folder_dir).items()):
-            path = folder_dir / subdir / filename
-            await mailbox.deliver(
-                folder, path.read_bytes(), flags=maildir.split_name(filename)[1],
-                base=base, internaldate=_sent_at(path),
-            )
+        for base, (subdir, filename) in sorted((await asyncio.to_thread(maildir.scan, folder_dir)).items()):
+            data, sent = await asyncio.to_thread(_sample, folder_dir / subdir / filename)
+            await mailbox.deliver(folder, data, flags=maildir.split_name(filename)[1], base=base,
+                                  internaldate=sent)
         added += len(await mailbox.messages(folder)) - before
     return added
+
+
+def _sample(path: Path) -> tuple[bytes, int]:
+    return path.read_bytes(), _sent_at(path)
 
 
 def _sent_at(path: Path) -> int:

@@ -12,23 +12,21 @@ import asyncio
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from pizzamail.mailbox import Mailbox, message_base
+from pizzamail.mailbox.box import Mailbox
+from pizzamail.mailbox.maildir import message_base
 from pizzamail.store.blobs import BlobStore
+from pizzamail.store.mailindex import unfiled
 
 
 async def file_pending(mailbox: Mailbox, blobs: BlobStore) -> int:
     """File every unfiled message; returns how many were filed."""
-    rows = await mailbox.store.fetchall(
-        "SELECT id, blob, folder, flags, created_at FROM messages WHERE filed = 0 ORDER BY id"
-    )
+    rows = await unfiled(mailbox.store)
     for row in rows:
-        folder = await mailbox.folder(row["folder"]) or await mailbox.create_folder(row["folder"])
-        created = created_stamp(row["created_at"])
-        await mailbox.deliver(
-            folder, blobs.get(row["blob"]), flags=row["flags"].split(),
-            base=message_base(int(row["id"]), created), internaldate=created,
-            message_ref=int(row["id"]),
-        )
+        folder = await mailbox.folder(row.folder) or await mailbox.create_folder(row.folder)
+        created = created_stamp(row.created_at)
+        data = await asyncio.to_thread(blobs.get, row.blob)
+        await mailbox.deliver(folder, data, flags=row.flags, base=message_base(row.id, created),
+                              internaldate=created, message_ref=row.id)
     return len(rows)
 
 

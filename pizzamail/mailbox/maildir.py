@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
+import time
 from pathlib import Path
 
 SUBDIRS = ("tmp", "new", "cur")
@@ -17,6 +19,11 @@ FLAG_LETTERS = {"\\Draft": "D", "\\Flagged": "F", "\\Answered": "R", "\\Seen": "
 LETTER_FLAGS = {v: k for k, v in FLAG_LETTERS.items()}
 
 _LONE_LINE_END = re.compile(rb"\r(?!\n)|(?<!\r)\n")
+
+
+#: bytes read at a time when only the header is wanted (most headers fit in one read)
+_HEAD = 8192
+_END_OF_HEADER = re.compile(rb"(?:^|\n)\r?\n")
 
 
 def to_crlf(data: bytes) -> bytes:
@@ -58,6 +65,11 @@ def make_folder(path: Path, *, is_inbox: bool) -> None:
         (path / sub).mkdir(mode=0o700, parents=True, exist_ok=True)
     if not is_inbox:
         (path / "maildirfolder").touch(mode=0o600, exist_ok=True)
+
+
+def remove_folder(path: Path) -> None:
+    """The folder's directory and its files, as far as they go (sub-folders are siblings, kept)."""
+    shutil.rmtree(path, ignore_errors=True)
 
 
 def info_suffix(flags: set[str]) -> str:
@@ -134,3 +146,60 @@ def scan(folder: Path) -> dict[str, tuple[str, str]]:
             if not name.startswith("."):
                 found[split_name(name)[0]] = (sub, name)
     return found
+
+
+def read_files(paths: list[Path], *, header_only: bool = False) -> list[bytes | None]:
+    """Each file's bytes (or, with ``header_only``, at least its header); None for a file gone:
+    renamed (re-flagged) or removed by another session since its name was looked up."""
+    found: list[bytes | None] = []
+    for path in paths:
+        try:
+            found.append(read_header(path) if header_only else path.read_bytes())
+        except FileNotFoundError:
+            found.append(None)
+    return found
+
+
+def rename_each(moves: list[tuple[Path, Path]]) -> None:
+    for src, dst in moves:
+        if src != dst:
+            os.rename(src, dst)
+
+
+def unlink_each(paths: list[Path]) -> None:
+    for path in paths:
+        path.unlink(missing_ok=True)
+
+
+def read_header(path: Path) -> bytes:
+    """The start of the file, up to at least the blank line that ends the header: what a header
+    listing needs, without reading attachments."""
+    with path.open("rb") as f:
+        data = f.read(_HEAD)
+        while not _END_OF_HEADER.search(data) and (more := f.read(_HEAD)):
+            data += more
+    return data
+
+
+_counter = 0
+
+
+def unique_base() -> str:
+    """A Maildir unique name: time, microseconds, pid and a counter, then the host."""
+    global _counter
+    _counter += 1
+    now = time.time()
+    usec = int((now % 1) * 1_000_000)
+    host = os.uname().nodename.replace("/", "_").replace(":", "_")
+    return f"{int(now)}.M{usec}P{os.getpid()}Q{_counter}.{host}"
+
+
+def message_base(message_row: int, created: int) -> str:
+    """The deterministic Maildir name of a stored message, which makes filing idempotent."""
+    return f"{created}.P0Q{message_row}.pizzamail"
+
+
+def delivery_order(base: str) -> tuple[int, str]:
+    """Sort key of unique names: by the time they begin with."""
+    head = base.split(".", 1)[0]
+    return (int(head) if head.isdigit() else 0, base)

@@ -9,7 +9,7 @@ from pizzamail.providers.types import Message
 from pizzamail.store import Store
 from pizzamail.store.runs import Run
 from pizzamail.store.threads import Message as StoredMessage
-from pizzamail.store.threads import get_message, thread_messages
+from pizzamail.store.threads import get_message, thread_messages, thread_subject
 
 #: bot mails that are the model's own words; errors and notices are ours, not the model's
 _SPOKEN_BY_MODEL = frozenset({"reply"})
@@ -35,8 +35,7 @@ class RunContext:
 
 
 async def load_context(store: Store, run: Run) -> RunContext:
-    row = await store.fetchone("SELECT subject FROM threads WHERE id = ?", (run.thread_id,))
-    subject = str(row["subject"]) if row else ""
+    subject = await thread_subject(store, run.thread_id)
     trigger = await get_message(store, run.message_id) if run.message_id is not None else None
     messages = await thread_messages(store, run.thread_id)
     if trigger is not None:

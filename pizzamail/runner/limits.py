@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 from pizzamail.config import AgentSettings, Config
 from pizzamail.providers.types import Message, Response
-from pizzamail.runner.steps import AgentStep, ModelStep, ToolStep
 from pizzamail.store.usage import Usage
+from pizzamail.transcript import AgentStep, ModelStep, ToolStep
 
 LIMIT_PREFIX = "limit:"
 

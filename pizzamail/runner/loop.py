@@ -12,12 +12,12 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 
-from pizzamail.providers.types import Message, Provider, Response, ToolCall
+from pizzamail.providers.types import Provider, Response, ToolCall
 from pizzamail.runner.limits import LIMIT_PREFIX, Limits, not_run_text, summary_request
-from pizzamail.runner.steps import AgentStep, HeldStep, ModelStep, ToolStep
 from pizzamail.tools import Explained, Offered, Toolbox, ToolResult
+from pizzamail.transcript import AgentStep, HeldStep, ModelStep, ToolStep, Transcript
 
 log = logging.getLogger("pizzamail.runner")
 
@@ -25,43 +25,6 @@ log = logging.getLogger("pizzamail.runner")
 Checkpoint = Callable[[int, AgentStep], Awaitable[None]]
 #: whether a standing rule ("approve always") lets this held call run (and records that it did)
 Standing = Callable[[Offered, ToolCall], Awaitable[bool]]
-
-
-@dataclass(kw_only=True)
-class Transcript:
-    base: list[Message]
-    """the system prompt and the thread history"""
-    steps: list[AgentStep] = field(default_factory=list)
-    next_seq: int = 0
-
-    def messages(self) -> list[Message]:
-        return [*self.base, *(m for s in self.steps for m in s.messages())]
-
-    def model_calls(self) -> int:
-        return sum(isinstance(s, ModelStep) for s in self.steps)
-
-    def last_model_step(self) -> ModelStep | None:
-        return next((s for s in reversed(self.steps) if isinstance(s, ModelStep)), None)
-
-    def final_answer(self) -> Response | None:
-        last = self.steps[-1] if self.steps else None
-        if isinstance(last, ModelStep) and not last.response.tool_calls:
-            return last.response
-        return None
-
-    def pending_calls(self) -> list[ToolCall]:
-        """Tool calls of the latest model answer that have no recorded result yet."""
-        last = self.last_model_step()
-        if last is None:
-            return []
-        answered = {s.call_id for s in self.steps if isinstance(s, ToolStep)}
-        return [c for c in last.response.tool_calls if c.id not in answered]
-
-    def waiting_on(self) -> HeldStep | None:
-        """A held call with no result yet: the run waits for its decision."""
-        answered = {s.call_id for s in self.steps if isinstance(s, ToolStep)}
-        return next((s for s in self.steps if isinstance(s, HeldStep) and s.call_id not in answered),
-                    None)
 
 
 async def drive(

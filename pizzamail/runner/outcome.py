@@ -14,9 +14,10 @@ from collections.abc import Sequence
 
 from pizzamail.composer import Composed
 from pizzamail.store import Store
+from pizzamail.store.actions import set_request
 from pizzamail.store.blobs import BlobStore
 from pizzamail.store.mailwriter import add_mail, message_row
-from pizzamail.store.runs import Run, finish_run
+from pizzamail.store.runs import Run, finish_run, run_status
 from pizzamail.store.threads import NewMessage, log_event, set_thread_status
 from pizzamail.store.usage import record_run_usage
 
@@ -30,9 +31,7 @@ async def conclude(
     ``extra`` messages (a held draft for ``Drafts``) are recorded with it, once each."""
     blob = await blobs.save(mail.as_bytes())  # before the row that names it, so a committed row has its blob
     async with store.write() as db:
-        async with db.execute("SELECT status FROM runs WHERE id = ?", (run.id,)) as cursor:
-            row = await cursor.fetchone()
-        if row is None or row["status"] != "running":
+        if await run_status(db, run.id) != "running":
             return False
         reply = message_row(mail, blob, kind=mail.kind, sender=sender, run_id=run.id)
         await add_mail(db, run.thread_id, reply)
@@ -41,8 +40,7 @@ async def conclude(
         await finish_run(db, run, status=status, error=error, model=model)
         await record_run_usage(db, run.id)
         if request_for is not None:  # a reply to this mail routes back to the action by In-Reply-To
-            await db.execute("UPDATE held_actions SET request_message_id = ? WHERE id = ?",
-                             (mail.message_id, request_for))
+            await set_request(db, request_for, mail.message_id)
         if status == "waiting":  # a held action waits for the user's decision, not a failure
             await set_thread_status(db, run.thread_id, "waiting")
         await log_event(db, f"run.{status}", thread_id=run.thread_id, run_id=run.id,

@@ -17,33 +17,22 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from pizzamail.approvals.expiry import expire_and_remind
-from pizzamail.approvals.ledger import (
-    action_for_call,
-    decision_headers,
-    matching_rule,
-    record_release,
-    was_released,
-)
-from pizzamail.approvals.outbox import DRAFTS_FOLDER, Outbox, draft_message
-from pizzamail.approvals.release import Waiting, settle
-from pizzamail.approvals.request import request_mail, sync_action_folder
+from pizzamail.approvals import DRAFTS_FOLDER, Approvals, Waiting, draft_message
 from pizzamail.composer import Composed, Composer, MailContext
 from pizzamail.config import Config
 from pizzamail.errors import PizzamailError, ProviderNotConfigured, RunError
 from pizzamail.mailbox import Mailbox
 from pizzamail.mailbox.filing import Filer
 from pizzamail.providers.registry import select_provider
-from pizzamail.providers.types import Message, Provider, Response, ToolCall
+from pizzamail.providers.types import Message, Provider, Response
 from pizzamail.runner.history import RunContext, history, load_context
 from pizzamail.runner.limits import Limits, run_notes, usage_of
-from pizzamail.runner.loop import Transcript, drive
+from pizzamail.runner.loop import drive
 from pizzamail.runner.outcome import conclude
-from pizzamail.runner.steps import AgentStep, HeldStep, step_from_row
 from pizzamail.runner.workspace import attachments, workspace_for
 from pizzamail.secrets import SecretStore
 from pizzamail.store import Store
-from pizzamail.store.actions import HeldAction, NewHeldAction, canonical_json, hold_action
+from pizzamail.store.actions import HeldAction
 from pizzamail.store.blobs import BlobStore
 from pizzamail.store.events import RunQueued
 from pizzamail.store.mailwriter import message_row
@@ -57,7 +46,8 @@ from pizzamail.store.runs import (
     thread_sources,
 )
 from pizzamail.store.threads import NewMessage
-from pizzamail.tools import Offered, RunScope, Toolbox, ToolRegistry
+from pizzamail.tools import RunScope, Toolbox, ToolRegistry
+from pizzamail.transcript import AgentStep, HeldStep, Transcript, step_from_row
 from pizzamail.triggers.policy import on_outside_content, run_rules
 
 log = logging.getLogger("pizzamail.runner")
@@ -96,9 +86,10 @@ class Runner:
     on_filed: Callable[[], None] | None = None
     """called after a run's mail is filed into the Maildir (IMAP is already notified by then)"""
     clock: Callable[[], datetime] = _utcnow
-    """now: the system prompt's date, expiry and reminders"""
-    outbox: Outbox | None = None
-    """sends approved drafts; default: one over ``[relay]`` (password: the keyring entry ``relay``)"""
+    """now: the system prompt's date (and, for a default ``approvals``, expiry and reminders)"""
+    approvals: Approvals | None = None
+    """holds gated calls and releases decided ones; default: one over this runner's store, mailbox,
+    composer and filer (the service passes the one its intake and sweep share)"""
     _tasks: list[asyncio.Task[None]] = field(default_factory=list, init=False)
     _stopping: bool = field(default=False, init=False)
     _cancellable: set[asyncio.Task[Any]] = field(default_factory=set, init=False)
@@ -109,11 +100,11 @@ class Runner:
     _claiming: asyncio.Lock = field(default_factory=asyncio.Lock, init=False)
     _outcomes: dict[int, str] = field(default_factory=dict, init=False)
     _finished: dict[int, asyncio.Event] = field(default_factory=dict, init=False)
-    _action_lock: asyncio.Lock = field(default_factory=asyncio.Lock, init=False)
     _new_provider: Callable[[], Provider] = field(init=False, repr=False)
     _mails: Composer = field(init=False, repr=False)
     _filer: Filer = field(init=False, repr=False)
     _unsubscribe: Callable[[], None] | None = field(default=None, init=False, repr=False)
+    _approvals: Approvals = field(init=False, repr=False)
     _notices: dict[int, str] = field(default_factory=dict, init=False)  # run id -> provider notice
 
     def __post_init__(self) -> None:
@@ -126,11 +117,9 @@ class Runner:
             raise TypeError("Runner needs a provider_factory or a SecretStore (secrets=...)")
         self._mails = self.composer or Composer(config=self.config)
         self._filer = self.filer or Filer(mailbox=self.mailbox, blobs=self.blobs)
-        if self.outbox is None:
-            keys = self.secrets
-            self.outbox = Outbox(settings=self.config.relay, sender=self.config.account.address,
-                                 domain=self.config.domain, blobs=self.blobs,
-                                 password=lambda: keys.get("relay") if keys is not None else None)
+        self._approvals = self.approvals or Approvals(
+            store=self.store, blobs=self.blobs, mailbox=self.mailbox, config=self.config,
+            composer=self._mails, file_mail=self._filer.run, secrets=self.secrets, clock=self.clock)
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -267,10 +256,6 @@ class Runner:
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(self.poll_interval):
                 await self._kick.wait()
-        try:  # the user may have deleted a request from Action since the last look
-            await self.sync_approvals()
-        except Exception:
-            log.exception("could not reconcile the Action folder")
         if not self._stopping:  # stop()'s kick must stay set for workers still on their way here
             self._kick.clear()
 
@@ -302,11 +287,9 @@ class Runner:
                      *run_notes(outcome, self.config, self._notices.get(run.id))]
             mail_ctx = await self._mail_context(run, ctx)
             if isinstance(outcome, HeldStep):
-                outcome = await self._waiting_for(run, outcome)
+                outcome = await self._approvals.waiting_for(run.id, outcome)
             if isinstance(outcome, Waiting):
-                mail = request_mail(self._mails, mail_ctx, waiting=outcome, toolbox=toolbox,
-                                    transcript=transcript, bot=self.config.agent.address,
-                                    expires=self.config.expiry(outcome.action.server))
+                mail = self._approvals.request(mail_ctx, outcome, toolbox, transcript)
                 return await self._finish(run, mail, status="waiting", request_for=outcome.action.id,
                                           extra=await self._draft(outcome.action))
             if not outcome.text.strip():
@@ -335,8 +318,7 @@ class Runner:
 
     async def _agent(self, run: Run, transcript: Transcript, toolbox: Toolbox,
                      ) -> Response | HeldStep | Waiting:
-        waiting = await settle(store=self.store, run_id=run.id, transcript=transcript, toolbox=toolbox,
-                               interruptible=self._interruptible, outbox=self.outbox, clock=self.clock)
+        waiting = await self._approvals.settle(run.id, transcript, toolbox, self._interruptible)
         if waiting is not None:
             return waiting
         provider = self._new_provider()
@@ -349,38 +331,14 @@ class Runner:
                 max_steps=self.config.agent.max_steps, limits=Limits.from_settings(self.config.agent),
                 checkpoint=lambda seq, step: self._checkpoint(run, seq, step, toolbox),
                 interruptible=self._interruptible,
-                standing=lambda offered, call: self._standing(run, offered, call),
+                standing=lambda offered, call: self._approvals.standing(run.id, offered, call),
             )
         finally:
             await provider.aclose()
 
-    async def _standing(self, run: Run, offered: Offered, call: ToolCall) -> bool:
-        """Whether a standing rule lets ``call`` run; if one does, that is recorded first (the run's
-        mail then carries it as a decision).
-
-        A call released before a crash cut it off may have happened: like an approved call left
-        ``executing``, it runs again only if its tool is idempotent; otherwise it is held, and its
-        held action starts ``unknown`` (see :meth:`_checkpoint`): the user is asked."""
-        arguments = canonical_json(dict(call.arguments))
-        rule = await matching_rule(self.store, server=offered.source, tool=offered.original or offered.name,
-                                   arguments=arguments)
-        if rule is None:
-            return False
-        async with self.store.write() as db:
-            first = await record_release(db, run_id=run.id, call_id=call.id, rule=rule, arguments=arguments)
-        if not first:
-            log.warning("run %d: the call %s a standing rule released was interrupted", run.id, call.id)
-        return first or offered.idempotent
-
-    async def _waiting_for(self, run: Run, held: HeldStep) -> Waiting:
-        action = await action_for_call(self.store, run.id, held.call_id)
-        if action is None:
-            raise RunError(f"the held call {held.call_id} has no held action in the store")
-        return Waiting(action=action, why="unknown" if action.status == "unknown" else "request")
-
     async def _mail_context(self, run: Run, ctx: RunContext) -> MailContext:
         """Threading, plus an ``X-Pizzamail-Decision`` header per decision this run acted on."""
-        decided = await decision_headers(self.store, run.id)
+        decided = await self._approvals.decision_headers(run.id)
         return replace(ctx.mail(run), headers=tuple(("X-Pizzamail-Decision", d) for d in decided))
 
     async def _transcript(self, run: Run, ctx: RunContext, toolbox: Toolbox) -> Transcript:
@@ -398,12 +356,8 @@ class Runner:
         async with self.store.write() as db:
             await add_step(db, run.id, seq, step.kind, step.to_data())
             if isinstance(step, HeldStep):  # the step and its held action exist together or not at all
-                await hold_action(db, NewHeldAction(
-                    run_id=run.id, thread_id=run.thread_id, call_id=step.call_id, tool=step.name,
-                    server=step.source, original=step.tool, arguments=step.arguments, reason=step.reason,
-                    idempotent=_idempotent(toolbox, step.name),
-                    interrupted=await was_released(db, run.id, step.call_id),
-                ))
+                await self._approvals.hold(db, run_id=run.id, thread_id=run.thread_id, step=step,
+                                           idempotent=_idempotent(toolbox, step.name))
         self._not_alone(run.id)
 
     async def _draft(self, action: HeldAction) -> tuple[NewMessage, ...]:
@@ -442,23 +396,12 @@ class Runner:
     async def _file(self) -> None:
         try:
             await self._filer.run()
-            await self.sync_approvals()
+            await self._approvals.sync()  # a request just filed is in Action before its run is waiting
         except Exception:  # committed mail is filed at the next start; the run is done anyway
             log.exception("could not file new mail into the Maildir")
             return
         if self.on_filed is not None:
             self.on_filed()
-
-    async def sync_approvals(self) -> None:
-        """Keep ``Action`` = the waiting requests; a deleted request is "ignored" (its run resumes).
-        Requests past ``[approvals] expires`` expire, those past ``remind_after`` get a reminder.
-        A run resumed by either is announced by the store (``RunQueued``), which wakes the workers."""
-        async with self._action_lock:
-            _, reminded = await expire_and_remind(self.store, self.blobs, self._mails, self.config,
-                                                  now=self.clock())
-            if reminded:
-                await self._filer.run()
-            await sync_action_folder(self.store, self.mailbox, self.blobs, owner=self.config.account.address)
 
 
 def _idempotent(toolbox: Toolbox, name: str) -> bool:

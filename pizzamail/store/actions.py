@@ -108,9 +108,9 @@ async def hold_action(db: aiosqlite.Connection, action: NewHeldAction) -> bool:
     Idempotent by (run, call): a second attempt changes nothing and returns False.
     """
     cursor = await db.execute(
-        "INSERT OR IGNORE INTO held_actions(run_id, thread_id, call_id, tool, server, original,"
+        "INSERT INTO held_actions(run_id, thread_id, call_id, tool, server, original,"
         " arguments, arguments_sha256, nonce, reason, status, created_at, idempotent)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
         (action.run_id, action.thread_id, action.call_id, action.tool, action.server, action.original,
          canonical_json(action.arguments), arguments_hash(action.arguments), secrets.token_urlsafe(24),
          action.reason, "unknown" if action.interrupted else "held", now(), int(action.idempotent)),
@@ -127,3 +127,93 @@ async def held_actions(store: Store, *, run_id: int | None = None, status: str |
         sql, params = sql + " AND status = ?", [*params, status]
     rows = await store.fetchall(sql + " ORDER BY id", params)
     return [HeldAction(**dict(r)) for r in rows]
+
+
+def _action(row: aiosqlite.Row | None) -> HeldAction | None:
+    return HeldAction(**dict(row)) if row else None
+
+
+async def action_by_id(db: aiosqlite.Connection, action_id: int) -> HeldAction | None:
+    """Read inside the caller's transaction: the state a decision is about to move."""
+    async with db.execute("SELECT * FROM held_actions WHERE id = ?", (action_id,)) as cursor:
+        return _action(await cursor.fetchone())
+
+
+async def action_by_nonce(store: Store, nonce: str) -> HeldAction | None:
+    return _action(await store.fetchone("SELECT * FROM held_actions WHERE nonce = ?", (nonce,)))
+
+
+async def action_by_request(store: Store, message_id: str) -> HeldAction | None:
+    """The action whose request mail has this Message-ID."""
+    return _action(await store.fetchone("SELECT * FROM held_actions WHERE request_message_id = ?",
+                                        (message_id,)))
+
+
+async def action_named(store: Store, action_id: int, nonce: str) -> HeldAction | None:
+    """The action with this id, only if it was issued this nonce."""
+    return _action(await store.fetchone("SELECT * FROM held_actions WHERE id = ? AND nonce = ?",
+                                        (action_id, nonce)))
+
+
+async def action_for_call(store: Store, run_id: int, call_id: str) -> HeldAction | None:
+    return _action(await store.fetchone("SELECT * FROM held_actions WHERE run_id = ? AND call_id = ?",
+                                        (run_id, call_id)))
+
+
+async def waiting_actions(store: Store, *, requested: bool = False) -> list[HeldAction]:
+    """Actions still waiting for the user (``held``, or ``unknown`` after an interruption);
+    ``requested``: only those whose request mail was written."""
+    sql = "SELECT * FROM held_actions WHERE status IN ('held', 'unknown')"
+    if requested:
+        sql += " AND request_message_id IS NOT NULL"
+    return [HeldAction(**dict(r)) for r in await store.fetchall(sql + " ORDER BY id")]
+
+
+async def move_action(db: aiosqlite.Connection, action_id: int, old: str, new: str, *, note: str,
+                      approved: str) -> bool:
+    """A decision's move, only from ``old`` (a racing decision finds nothing to move)."""
+    cursor = await db.execute(
+        "UPDATE held_actions SET status = ?, decided_at = ?, note = ?, approved_arguments = ?"
+        " WHERE id = ? AND status = ?", (new, now(), note, approved, action_id, old))
+    return cursor.rowcount == 1
+
+
+async def set_outgoing(db: aiosqlite.Connection, action_id: int, blob: str | None,
+                       recipients: list[str] | None) -> None:
+    """The mail an approval relays: the user's sent draft (its blob and envelope), or None."""
+    rcpts = json.dumps(recipients) if recipients is not None else None
+    await db.execute("UPDATE held_actions SET outgoing_blob = ?, outgoing_rcpts = ? WHERE id = ?",
+                     (blob, rcpts, action_id))
+
+
+async def transition(db: aiosqlite.Connection, action_id: int, old: str, new: str, *,
+                     result: str | None = None, is_error: bool = False, note: str | None = None) -> bool:
+    cursor = await db.execute(
+        "UPDATE held_actions SET status = ?, result = coalesce(?, result), result_is_error = ?,"
+        " note = coalesce(?, note) WHERE id = ? AND status = ?",
+        (new, result, int(is_error), note, action_id, old),
+    )
+    return cursor.rowcount == 1
+
+
+async def set_request(db: aiosqlite.Connection, action_id: int, message_id: str) -> None:
+    """The request mail's Message-ID: a reply to it routes back to the action by In-Reply-To."""
+    await db.execute("UPDATE held_actions SET request_message_id = ? WHERE id = ?", (message_id, action_id))
+
+
+async def mark_reminded(db: aiosqlite.Connection, action_id: int) -> bool:
+    """Once only, and only while the action still waits."""
+    cursor = await db.execute(
+        "UPDATE held_actions SET reminded_at = ? WHERE id = ? AND status = 'held' AND reminded_at IS NULL",
+        (now(), action_id))
+    return cursor.rowcount == 1
+
+
+async def record_copy(db: aiosqlite.Connection, action_id: int, name: str) -> None:
+    """The Maildir name of the request's copy in ``Action``."""
+    await db.execute("UPDATE held_actions SET action_copy = ? WHERE id = ?", (name, action_id))
+
+
+async def forget_copies(db: aiosqlite.Connection, names: list[str]) -> None:
+    marks = ", ".join("?" * len(names))
+    await db.execute(f"UPDATE held_actions SET action_copy = NULL WHERE action_copy IN ({marks})", names)

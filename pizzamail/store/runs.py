@@ -178,3 +178,20 @@ async def release_runs(store: Store, run_ids: list[int]) -> None:
             f" (SELECT thread_id FROM runs WHERE status = 'queued' AND id IN ({marks}))",
             [now(), *run_ids],
         )
+
+
+async def run_status(db: aiosqlite.Connection, run_id: int) -> str | None:
+    """Read inside the caller's transaction: whether the run is still this worker's to finish."""
+    async with db.execute("SELECT status FROM runs WHERE id = ?", (run_id,)) as cursor:
+        row = await cursor.fetchone()
+    return str(row[0]) if row else None
+
+
+async def resume_waiting(db: aiosqlite.Connection, run_id: int, thread_id: int) -> None:
+    """A run waiting for a decision goes back to the queue; it resumes from its checkpoints. Its
+    attempts start over: waiting for a person is not a failed attempt."""
+    cursor = await db.execute("UPDATE runs SET status = 'queued', attempts = 0"
+                              " WHERE id = ? AND status = 'waiting'", (run_id,))
+    if cursor.rowcount == 1:
+        record(db, RunQueued(run=run_id, thread=thread_id))
+    await db.execute("UPDATE threads SET status = 'queued', updated_at = ? WHERE id = ?", (now(), thread_id))

@@ -171,3 +171,14 @@ async def log_event(
         "INSERT INTO events(at, kind, thread_id, run_id, data) VALUES (?, ?, ?, ?, ?)",
         (now(), kind, thread_id, run_id, json.dumps(data)),
     )
+
+
+async def thread_subject(store: Store, thread_id: int) -> str:
+    row = await store.fetchone("SELECT subject FROM threads WHERE id = ?", (thread_id,))
+    return str(row["subject"]) if row else ""
+
+
+async def find_message(store: Store, message_id: str) -> Message | None:
+    """The stored message with this Message-ID, if there is one."""
+    row = await store.fetchone("SELECT * FROM messages WHERE message_id = ?", (message_id,))
+    return Message.from_row(row) if row else None

@@ -23,12 +23,7 @@ from pizzamail.composer import MailContext
 from pizzamail.providers.types import ToolSpec
 from pizzamail.tools.names import belongs_to
 from pizzamail.tools.policy import Policy, effective, strictest_rule
-
-
-@dataclass(frozen=True, kw_only=True)
-class ToolResult:
-    text: str
-    is_error: bool = False
+from pizzamail.transcript import ToolResult as ToolResult  # a tool's result is a transcript step's
 
 
 class Tool(Protocol):

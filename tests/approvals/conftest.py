@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import asyncio
 import smtplib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from email.message import EmailMessage
 from email.policy import SMTP as SMTP_POLICY
 from email.utils import make_msgid
@@ -16,7 +17,8 @@ from typing import Any
 
 import pytest
 
-from pizzamail.auth import Accounts, approvers, sender_logins
+from pizzamail.approvals import Approvals as ApprovalService
+from pizzamail.auth import Accounts, sender_logins
 from pizzamail.composer import Composer
 from pizzamail.intake.smtp import IntakeHandler, start_smtp_server
 from pizzamail.mailbox.filing import Filer
@@ -58,12 +60,17 @@ class Approvals:
     tool: DeleteNote
     port: int
     filer: Filer
+    service: ApprovalService
+
+    async def swept(self) -> None:
+        """One pass of the sweep: expiry, reminders, the Action folder."""
+        await self.service.sweep()
 
     async def filed(self) -> None:
         """What intake stored is in the Maildir and the Action folder is up to date (as the filing
         and the sync that follow the store's events would soon make them)."""
         await self.filer.run()
-        await self.runner.sync_approvals()
+        await self.service.sync()
 
     def send(self, msg: EmailMessage, *, login: bool = True) -> dict[str, Any]:
         with smtplib.SMTP("127.0.0.1", self.port, timeout=10) as client:
@@ -98,14 +105,20 @@ async def approvals(harness: Harness) -> AsyncIterator[Approvals]:  # noqa: F811
 
 
 @asynccontextmanager
-async def open_approvals(harness: Harness, **runner_options: Any) -> AsyncIterator[Approvals]:  # noqa: F811
-    """The runner and our SMTP intake over ``harness`` (its config decides relay, expiry …)."""
+async def open_approvals(harness: Harness, *, clock: Callable[[], datetime] = lambda: datetime.now(UTC),  # noqa: F811
+                         ) -> AsyncIterator[Approvals]:
+    """The runner and our SMTP intake over ``harness`` (its config decides relay, expiry …), both
+    with one approvals service; ``clock`` is its now (expiry, reminders)."""
     tool, tools = DeleteNote(), ToolRegistry()
     tools.add(tool, policy="ask")
     tools.add(DraftEmail(), policy="ask")
     filer = Filer(mailbox=harness.mailbox, blobs=harness.blobs)
-    runner = harness.runner(tools=tools, filer=filer, poll_interval=0.2, **runner_options)
     composer = Composer(config=harness.config)
+    service = ApprovalService(store=harness.store, blobs=harness.blobs, mailbox=harness.mailbox,
+                              config=harness.config, composer=composer, file_mail=filer.run,
+                              secrets=harness.secrets, clock=clock)
+    runner = harness.runner(tools=tools, filer=filer, poll_interval=0.2, composer=composer,
+                            approvals=service, clock=clock)
 
     # the owner's account may also send as a second address that is not on the approver list;
     # [senders.NAME] of the harness's config log in with their passwords in its secrets
@@ -113,16 +126,15 @@ async def open_approvals(harness: Harness, **runner_options: Any) -> AsyncIterat
                         senders=partial(sender_logins, harness.config, harness.secrets))
     handler = IntakeHandler(
         store=harness.store, blobs=harness.blobs, accounts=accounts,
-        agents=frozenset({BOT}), domain="pizzamail.localhost", composer=composer,
-        approvers=approvers(harness.config),
+        agents=frozenset({BOT}), domain="pizzamail.localhost", approvals=service,
     )
     server = await start_smtp_server(host="127.0.0.1", port=0, handler=handler, max_size=1 << 20)
     events = harness.store.events
     try:
         async with (Follow(events=events, kinds=(MessageAdded,), work=filer.run, name="filing"),
-                    Follow(events=events, kinds=(ActionDecided,), work=runner.sync_approvals, name="sync"),
+                    Follow(events=events, kinds=(ActionDecided,), work=service.sync, name="sync"),
                     runner):
-            approvals = Approvals(harness=harness, runner=runner, tool=tool, filer=filer,
+            approvals = Approvals(harness=harness, runner=runner, tool=tool, filer=filer, service=service,
                                   port=int(server.sockets[0].getsockname()[1]))
             yield approvals
             await approvals.filed()

@@ -78,7 +78,7 @@ async def _drafts(approvals: Approvals) -> list[bytes]:
         return []
     rows = await mailbox.messages(folder)
     assert all("\\Draft" in row.flags for row in rows)
-    return [mailbox.read(folder, row) for row in rows]
+    return [await mailbox.read(folder, row) or b"" for row in rows]
 
 def _sendmail(approvals: Approvals, recipients: list[str], raw: bytes) -> None:
     with smtplib.SMTP("127.0.0.1", approvals.port, timeout=10) as client:

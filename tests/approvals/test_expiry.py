@@ -52,7 +52,7 @@ async def test_doing_nothing_never_denies_when_expiry_is_off(
     async with open_approvals(harness, clock=clock) as approvals:
         await _hold(approvals, fake_openai)
         clock.advance(days=365)
-        await approvals.runner.sync_approvals()
+        await approvals.swept()
         [action] = await pending(harness.store)
         assert action.status == "held"
         assert await _mails_of_kind(approvals, "reminder") == 0
@@ -67,16 +67,16 @@ async def test_one_reminder_then_expiry_and_the_agent_goes_on(
     async with open_approvals(configured, clock=clock) as approvals:
         run_id = await _hold(approvals, fake_openai)
         clock.advance(minutes=30)
-        await approvals.runner.sync_approvals()
+        await approvals.swept()
         assert await _mails_of_kind(approvals, "reminder") == 0
         clock.advance(minutes=45)
-        await approvals.runner.sync_approvals()
-        await approvals.runner.sync_approvals()
+        await approvals.swept()
+        await approvals.swept()
         assert await _mails_of_kind(approvals, "reminder") == 1  # once, not repeated
         reminder = (await bot_mails(approvals.harness.mailbox))[-1][1]
         assert reminder["X-Pizzamail-Approval"] and "Reminder" in reminder.get_body().get_content()  # type: ignore[union-attr]
         clock.advance(hours=2)
-        await approvals.runner.sync_approvals()
+        await approvals.swept()
         assert await approvals.finish(run_id) == "done"
         assert await _action_copies(approvals) == 0
     assert "expired unanswered" in fake_openai.requests[-1].messages[-1]["content"]

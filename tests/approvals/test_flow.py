@@ -12,9 +12,10 @@ from email.message import EmailMessage
 import pytest
 
 from pizzamail.approvals.decide import decide
-from pizzamail.approvals.ledger import apply_decision, pending, rules, transition
+from pizzamail.approvals.ledger import apply_decision, pending
 from pizzamail.approvals.request import request_tag
-from pizzamail.store.actions import canonical_json, held_actions
+from pizzamail.store.actions import canonical_json, held_actions, transition
+from pizzamail.store.approvals import rules
 from tests.approvals.conftest import OWNER, Approvals, reply
 from tests.fakes.openai_server import FakeOpenAI, error, text, tool_call
 from tests.runner.conftest import bot_mails, plain
@@ -78,7 +79,7 @@ async def test_approve_runs_the_action_once_and_the_agent_replies(
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", _decision(final)["at"])
     [action] = await held_actions(approvals.harness.store)
     assert action.status == "done"
-    await approvals.runner.sync_approvals()
+    await approvals.swept()
     assert await _action_folder(approvals) == 0
     # the same approval again (a replay) changes nothing and is answered with the state
     await approvals.submit(reply(request, "approve"))
@@ -196,7 +197,7 @@ async def test_deleting_the_request_from_action_tells_the_agent_it_was_ignored(
     folder = await mailbox.folder("Action")
     assert folder is not None
     await mailbox.expunge(folder, [row.uid for row in await mailbox.messages(folder)])
-    await approvals.runner.sync_approvals()
+    await approvals.swept()
     assert await approvals.finish(run_id) == "done"
     assert approvals.tool.calls == []
     assert "ignored" in fake_openai.requests[-1].messages[-1]["content"]
@@ -212,11 +213,11 @@ async def test_a_request_we_took_out_of_action_is_not_taken_for_a_deleted_one(
     [action] = await held_actions(approvals.harness.store)
     async with approvals.harness.store.write() as db:
         assert await transition(db, action.id, "held", "approved")
-    await approvals.runner.sync_approvals()
+    await approvals.swept()
     assert await _action_folder(approvals) == 0
     async with approvals.harness.store.write() as db:
         assert await transition(db, action.id, "approved", "held")
-    await approvals.runner.sync_approvals()
+    await approvals.swept()
     [action] = await held_actions(approvals.harness.store)
     assert action.status == "held"
     assert await _action_folder(approvals) == 1

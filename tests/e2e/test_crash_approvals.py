@@ -93,7 +93,7 @@ def test_a_decision_committed_before_its_250_runs_once_and_its_retry_changes_not
 ) -> None:
     served = _waiting(served_ledger, fake_openai, {"payee": "bob", "amount": 5}, "Paid Bob 5.")
     served.stop()
-    served.start(crash_after="pizzamail.intake.smtp:record_decision")
+    served.start(crash_after="pizzamail.approvals.service:Approvals.decide")
     approval = _reply(_request(served), "approve")
     with pytest.raises(smtplib.SMTPServerDisconnected):
         served.send(approval)

@@ -94,8 +94,8 @@ async def test_imapclient_list_fetch_search_append_move(
     assert sorted(in_inbox) == [1, 2, 3, 4, 5, 6, 7, 9]
     assert in_inbox[4].flags == {"\\Seen", "$label1"}
     moved = await mailbox.messages(action)
-    assert [mailbox.read(action, row) for row in moved] == [sample[7]]
+    assert [await mailbox.read(action, row) for row in moved] == [sample[7]]
     [copy] = await mailbox.messages(sent)
-    assert mailbox.read(sent, copy) == REPLY
+    assert await mailbox.read(sent, copy) == REPLY
     assert copy.internaldate == int(SENT_AT.timestamp())
     assert copy.flags == {"\\Seen", "$Forwarded"}

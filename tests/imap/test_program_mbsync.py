@@ -98,7 +98,7 @@ def letters(path: Path) -> str:
 async def server_flags(mailbox: Mailbox, inbox: Folder) -> dict[bytes, frozenset[str]]:
     flags = {}
     for row in await mailbox.messages(inbox):
-        m = re.search(rb"(?mi)^Message-ID: (\S+)", mailbox.read(inbox, row))
+        m = re.search(rb"(?mi)^Message-ID: (\S+)", await mailbox.read(inbox, row) or b"")
         assert m
         flags[m.group(1)] = row.flags
     return flags

@@ -308,4 +308,4 @@ async def test_append_copy_move(client: Client, mailbox: Mailbox, sample: list[b
     folder = await mailbox.folder("Archive")
     assert folder is not None
     rows = await mailbox.messages(folder)
-    assert [mailbox.read(folder, r) for r in rows] == [sample[0], sample[1], sample[4], sample[2]]
+    assert [await mailbox.read(folder, r) for r in rows] == [sample[0], sample[1], sample[4], sample[2]]

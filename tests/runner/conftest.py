@@ -119,7 +119,7 @@ async def bot_mails(mailbox: Mailbox) -> list[tuple[frozenset[str], EmailMessage
     assert inbox is not None
     found = []
     for row in await mailbox.messages(inbox):
-        msg = message_from_bytes(mailbox.read(inbox, row), policy=default)
+        msg = message_from_bytes(await mailbox.read(inbox, row) or b"", policy=default)
         assert isinstance(msg, EmailMessage)
         if msg["X-Pizzamail-Kind"]:
             found.append((row.flags, msg))

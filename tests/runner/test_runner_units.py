@@ -14,10 +14,10 @@ from pizzamail.home import Home
 from pizzamail.providers import Message, provider_for
 from pizzamail.providers.openai import MAX_WAIT, OpenAIProvider, backoff, parse_arguments, wire_message
 from pizzamail.runner.history import RunContext, history
-from pizzamail.runner.steps import step_from_row
 from pizzamail.secrets import SecretStore, secret_store
 from pizzamail.store.runs import Run, Step
 from pizzamail.store.threads import Message as StoredMessage
+from pizzamail.transcript import step_from_row
 from tests.fakes.openai_server import FakeOpenAI, text
 
 

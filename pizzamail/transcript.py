@@ -1,18 +1,30 @@
-"""Checkpointed steps of a run: each turns itself into a stored row and into model messages.
+"""A run's transcript: its checkpointed steps, each turning itself into a stored row and into model
+messages.
 
 A run's conversation is the thread history followed by its steps, so resuming after a crash is
 replaying the step rows (nothing else about a run lives only in memory).
+
+Below tools, approvals and the runner (it needs only the provider's message types): tools return a
+:class:`ToolResult`, the runner drives a transcript, approvals settles its held calls and shows its
+evidence; none of them needs another to read one.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from pizzamail.errors import RunError
-from pizzamail.providers.types import Message, Response
+from pizzamail.providers.types import Message, Response, ToolCall
 from pizzamail.store.runs import Step
-from pizzamail.tools import ToolResult
+
+
+@dataclass(frozen=True, kw_only=True)
+class ToolResult:
+    """What a tool call gave back; ``is_error``: a failure the model can fix (it reads the text)."""
+
+    text: str
+    is_error: bool = False
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -98,3 +110,40 @@ def step_from_row(row: Step) -> AgentStep:
     except (KeyError, TypeError, ValueError) as exc:
         raise RunError(f"checkpoint {row.seq} of this run is unreadable ({exc!r})") from None
     raise RunError(f"checkpoint {row.seq} has an unknown kind {row.kind!r}")
+
+
+@dataclass(kw_only=True)
+class Transcript:
+    base: list[Message]
+    """the system prompt and the thread history"""
+    steps: list[AgentStep] = field(default_factory=list)
+    next_seq: int = 0
+
+    def messages(self) -> list[Message]:
+        return [*self.base, *(m for s in self.steps for m in s.messages())]
+
+    def model_calls(self) -> int:
+        return sum(isinstance(s, ModelStep) for s in self.steps)
+
+    def last_model_step(self) -> ModelStep | None:
+        return next((s for s in reversed(self.steps) if isinstance(s, ModelStep)), None)
+
+    def final_answer(self) -> Response | None:
+        last = self.steps[-1] if self.steps else None
+        if isinstance(last, ModelStep) and not last.response.tool_calls:
+            return last.response
+        return None
+
+    def pending_calls(self) -> list[ToolCall]:
+        """Tool calls of the latest model answer that have no recorded result yet."""
+        last = self.last_model_step()
+        if last is None:
+            return []
+        answered = {s.call_id for s in self.steps if isinstance(s, ToolStep)}
+        return [c for c in last.response.tool_calls if c.id not in answered]
+
+    def waiting_on(self) -> HeldStep | None:
+        """A held call with no result yet: the run waits for its decision."""
+        answered = {s.call_id for s in self.steps if isinstance(s, ToolStep)}
+        return next((s for s in self.steps if isinstance(s, HeldStep) and s.call_id not in answered),
+                    None)

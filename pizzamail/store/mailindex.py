@@ -1,0 +1,333 @@
+"""The IMAP mail index: folders (UIDVALIDITY, UIDNEXT, modseq, \\Recent) and the Maildir files in
+them (UID, flags, size, cached ENVELOPE/BODYSTRUCTURE), plus the QRESYNC memory of expunged UIDs.
+
+Reads take the store; writes take the transaction's connection (``db``), because the mailbox pairs
+each of them with file changes inside one transaction. Flags are kept as one space-separated text.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import aiosqlite
+
+from pizzamail.store import Store
+
+#: UIDs per query: well under SQLite's limit on bound parameters
+_CHUNK = 500
+_MAIL = "SELECT uid, name, subdir, size, internaldate, flags, modseq FROM mail"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Folder:
+    id: int
+    name: str
+    uidvalidity: int
+    uidnext: int
+    modseq: int
+    special_use: str | None
+    subscribed: bool
+    #: UIDs from here on are \Recent for the next session that opens the folder
+    first_recent: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class MailRow:
+    """One message's index entry (``name`` and ``subdir`` place its Maildir file)."""
+
+    uid: int
+    name: str
+    subdir: str
+    size: int
+    internaldate: int
+    flags: frozenset[str]
+    modseq: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class NewMail:
+    """A file about to be indexed."""
+
+    name: str
+    subdir: str
+    size: int
+    internaldate: int
+    flags: frozenset[str]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Counts:
+    """What STATUS reports of a folder's messages."""
+
+    messages: int
+    unseen: int
+    recent: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class Structures:
+    """A message's ENVELOPE and BODYSTRUCTURE in wire form, once computed (None: not yet)."""
+
+    envelope: bytes | None = None
+    bodystructure: bytes | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Unfiled:
+    """A stored message not yet copied into its folder."""
+
+    id: int
+    blob: str
+    folder: str
+    flags: frozenset[str]
+    created_at: str
+
+
+def flags_text(flags: Iterable[str]) -> str:
+    return " ".join(sorted(set(flags)))
+
+
+def _folder(row: aiosqlite.Row) -> Folder:
+    return Folder(id=row["id"], name=row["name"], uidvalidity=row["uidvalidity"], uidnext=row["uidnext"],
+                  modseq=row["modseq"], special_use=row["special_use"], subscribed=bool(row["subscribed"]),
+                  first_recent=row["first_recent"])
+
+
+def _mail(row: aiosqlite.Row) -> MailRow:
+    return MailRow(uid=row["uid"], name=row["name"], subdir=row["subdir"], size=row["size"],
+                   internaldate=row["internaldate"], flags=frozenset(row["flags"].split()),
+                   modseq=row["modseq"])
+
+
+# -- reads ------------------------------------------------------------------------------------------
+
+
+async def folders(store: Store) -> list[Folder]:
+    return [_folder(r) for r in await store.fetchall("SELECT * FROM folders ORDER BY id")]
+
+
+async def folder_named(store: Store, name: str) -> Folder | None:
+    row = await store.fetchone("SELECT * FROM folders WHERE name = ?", (name,))
+    return _folder(row) if row else None
+
+
+async def first_recent(store: Store, folder_id: int) -> int | None:
+    row = await store.fetchone("SELECT first_recent FROM folders WHERE id = ?", (folder_id,))
+    return int(row["first_recent"]) if row else None
+
+
+async def folder_modseq(store: Store, folder_id: int) -> int | None:
+    row = await store.fetchone("SELECT modseq FROM folders WHERE id = ?", (folder_id,))
+    return int(row["modseq"]) if row else None
+
+
+async def mail_in(store: Store, folder_id: int) -> list[MailRow]:
+    rows = await store.fetchall(_MAIL + " WHERE folder_id = ? ORDER BY uid", (folder_id,))
+    return [_mail(r) for r in rows]
+
+
+async def mail_changed_since(store: Store, folder_id: int, modseq: int) -> list[MailRow]:
+    rows = await store.fetchall(_MAIL + " WHERE folder_id = ? AND modseq > ? ORDER BY uid",
+                                (folder_id, modseq))
+    return [_mail(r) for r in rows]
+
+
+async def mail_entry(store: Store, folder_id: int, uid: int) -> MailRow | None:
+    row = await store.fetchone(_MAIL + " WHERE folder_id = ? AND uid = ?", (folder_id, uid))
+    return _mail(row) if row else None
+
+
+async def uid_named(store: Store, folder_id: int, name: str) -> int | None:
+    row = await store.fetchone("SELECT uid FROM mail WHERE folder_id = ? AND name = ?", (folder_id, name))
+    return int(row["uid"]) if row else None
+
+
+async def count_through(store: Store, folder_id: int, uid: int) -> int:
+    """How many messages of the folder have a UID up to ``uid``."""
+    row = await store.fetchone("SELECT count(*) AS n FROM mail WHERE folder_id = ? AND uid <= ?",
+                               (folder_id, uid))
+    return int(row["n"]) if row else 0
+
+
+async def uids_through(store: Store, folder_id: int, uid: int) -> set[int]:
+    rows = await store.fetchall("SELECT uid FROM mail WHERE folder_id = ? AND uid <= ?", (folder_id, uid))
+    return {int(r["uid"]) for r in rows}
+
+
+async def expunged_since(store: Store, folder_id: int, modseq: int) -> list[int]:
+    """UIDs expunged with a modseq above ``modseq``, ascending (QRESYNC)."""
+    rows = await store.fetchall(
+        "SELECT uid FROM expunged WHERE folder_id = ? AND modseq > ? ORDER BY uid", (folder_id, modseq))
+    return [int(r["uid"]) for r in rows]
+
+
+async def counts(store: Store, folder_id: int, recent_from: int) -> Counts:
+    # '!' escapes nothing here: it only stops PostgreSQL reading the flag's backslash as an escape
+    row = await store.fetchone(
+        "SELECT count(*) AS messages,"
+        " sum(CASE WHEN ' ' || flags || ' ' LIKE ? ESCAPE '!' THEN 0 ELSE 1 END) AS unseen,"
+        " sum(CASE WHEN uid >= ? THEN 1 ELSE 0 END) AS recent FROM mail WHERE folder_id = ?",
+        ("% \\Seen %", recent_from, folder_id),
+    )
+    assert row is not None
+    return Counts(messages=int(row["messages"]), unseen=int(row["unseen"] or 0),
+                  recent=int(row["recent"] or 0))
+
+
+async def structures(store: Store, folder_id: int, first: int, last: int) -> dict[int, Structures]:
+    """Cached ENVELOPE/BODYSTRUCTURE of the messages with UIDs from ``first`` to ``last``."""
+    rows = await store.fetchall(
+        "SELECT uid, envelope, bodystructure FROM mail WHERE folder_id = ? AND uid BETWEEN ? AND ?",
+        (folder_id, first, last),
+    )
+    return {int(r["uid"]): Structures(envelope=_blob(r["envelope"]), bodystructure=_blob(r["bodystructure"]))
+            for r in rows}
+
+
+def _blob(value: bytes | None) -> bytes | None:
+    return None if value is None else bytes(value)
+
+
+async def unfiled(store: Store) -> list[Unfiled]:
+    rows = await store.fetchall(
+        "SELECT id, blob, folder, flags, created_at FROM messages WHERE filed = 0 ORDER BY id")
+    return [Unfiled(id=r["id"], blob=r["blob"], folder=r["folder"], flags=frozenset(r["flags"].split()),
+                    created_at=r["created_at"]) for r in rows]
+
+
+# -- writes (inside the caller's transaction) -----------------------------------------------------
+
+
+async def add_folder(
+    db: aiosqlite.Connection, name: str, *, special_use: str | None, subscribed: bool,
+) -> None:
+    await db.execute(
+        "INSERT INTO folders(id, name, uidvalidity, special_use, subscribed) VALUES (?, ?, ?, ?, ?)",
+        (await _new_folder_id(db), name, await _new_uidvalidity(db), special_use, int(subscribed)),
+    )
+
+
+async def _one(db: aiosqlite.Connection, sql: str, params: Iterable[object] = ()) -> int:
+    async with db.execute(sql, tuple(params)) as cursor:
+        row = await cursor.fetchone()
+    assert row is not None
+    return int(row[0] or 0)
+
+
+async def _new_uidvalidity(db: aiosqlite.Connection) -> int:
+    """Never one given out before, also to a folder since deleted (clients cache by it)."""
+    fresh = max(int(time.time()), await _one(db, "SELECT latest FROM uidvalidity") + 1)
+    await db.execute("UPDATE uidvalidity SET latest = ?", (fresh,))
+    return fresh
+
+
+async def _new_folder_id(db: aiosqlite.Connection) -> int:
+    """Never one given out before: SQLite would hand a deleted folder's id to the next one."""
+    latest = await _one(db, "SELECT latest FROM folder_ids")
+    fresh = max(latest, await _one(db, "SELECT max(id) FROM folders")) + 1
+    await db.execute("UPDATE folder_ids SET latest = ?", (fresh,))
+    return fresh
+
+
+async def delete_folder(db: aiosqlite.Connection, folder_id: int) -> None:
+    await db.execute("DELETE FROM folders WHERE id = ?", (folder_id,))
+
+
+async def rename_folder(db: aiosqlite.Connection, folder_id: int, name: str) -> None:
+    await db.execute("UPDATE folders SET name = ? WHERE id = ?", (name, folder_id))
+
+
+async def set_subscribed(db: aiosqlite.Connection, folder_id: int, subscribed: bool) -> None:
+    await db.execute("UPDATE folders SET subscribed = ? WHERE id = ?", (int(subscribed), folder_id))
+
+
+async def claim_recent(db: aiosqlite.Connection, folder_id: int, through: int) -> int | None:
+    """Move the folder's \\Recent floor past ``through``; returns the floor before (None: no folder)."""
+    async with db.execute("SELECT first_recent FROM folders WHERE id = ?", (folder_id,)) as cursor:
+        row = await cursor.fetchone()
+    if row is None:
+        return None
+    floor = int(row[0])
+    await db.execute("UPDATE folders SET first_recent = ? WHERE id = ?", (max(floor, through + 1), folder_id))
+    return floor
+
+
+async def bump_modseq(db: aiosqlite.Connection, folder_id: int) -> int:
+    """The folder's next modseq, for the change being written."""
+    await db.execute("UPDATE folders SET modseq = modseq + 1 WHERE id = ?", (folder_id,))
+    return await _one(db, "SELECT modseq FROM folders WHERE id = ?", (folder_id,))
+
+
+async def locked_mail(db: aiosqlite.Connection, folder_id: int, uids: Iterable[int]) -> list[MailRow]:
+    """Index entries of these UIDs, read inside a write transaction (so they cannot be stale)."""
+    wanted = sorted(set(uids))
+    rows: list[MailRow] = []
+    for start in range(0, len(wanted), _CHUNK):
+        chunk = wanted[start:start + _CHUNK]
+        marks = ", ".join("?" * len(chunk))
+        async with db.execute(_MAIL + f" WHERE folder_id = ? AND uid IN ({marks}) ORDER BY uid",
+                              (folder_id, *chunk)) as cursor:
+            rows.extend(_mail(r) for r in await cursor.fetchall())
+    return rows
+
+
+async def add_mail(
+    db: aiosqlite.Connection, folder_id: int, files: list[NewMail], *, message_ref: int | None = None,
+) -> list[int]:
+    """Index files under one new modseq with a block of consecutive UIDs; returns the UIDs.
+    ``message_ref`` (one file only) links it to its stored message, which counts as filed."""
+    modseq = await bump_modseq(db, folder_id)
+    first = await _one(db, "SELECT uidnext FROM folders WHERE id = ?", (folder_id,))
+    await db.execute("UPDATE folders SET uidnext = uidnext + ? WHERE id = ?", (len(files), folder_id))
+    await db.executemany(
+        "INSERT INTO mail(folder_id, uid, name, subdir, size, internaldate, flags, modseq, message_ref)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        [(folder_id, first + n, f.name, f.subdir, f.size, f.internaldate, flags_text(f.flags), modseq,
+          message_ref) for n, f in enumerate(files)],
+    )
+    if message_ref is not None:
+        await _mark_filed(db, message_ref)
+    return list(range(first, first + len(files)))
+
+
+async def link_mail(db: aiosqlite.Connection, folder_id: int, uid: int, message_ref: int) -> None:
+    """An indexed file is the copy of a stored message, which counts as filed."""
+    await db.execute("UPDATE mail SET message_ref = ? WHERE folder_id = ? AND uid = ?",
+                     (message_ref, folder_id, uid))
+    await _mark_filed(db, message_ref)
+
+
+async def _mark_filed(db: aiosqlite.Connection, message_ref: int) -> None:
+    await db.execute("UPDATE messages SET filed = 1 WHERE id = ?", (message_ref,))
+
+
+async def write_flags(
+    db: aiosqlite.Connection, folder_id: int, modseq: int, changes: dict[int, tuple[frozenset[str], str]],
+) -> None:
+    """New flags and subdir (uid -> (flags, subdir)) under ``modseq``."""
+    await db.executemany(
+        "UPDATE mail SET flags = ?, subdir = ?, modseq = ? WHERE folder_id = ? AND uid = ?",
+        [(flags_text(flags), subdir, modseq, folder_id, uid) for uid, (flags, subdir) in changes.items()],
+    )
+
+
+async def forget_mail(db: aiosqlite.Connection, folder_id: int, uids: list[int]) -> None:
+    """Drop index entries, remembering their UIDs as expunged (QRESYNC) under one new modseq."""
+    modseq = await bump_modseq(db, folder_id)
+    await db.executemany("DELETE FROM mail WHERE folder_id = ? AND uid = ?", [(folder_id, u) for u in uids])
+    await db.executemany(
+        "INSERT INTO expunged(folder_id, uid, modseq) VALUES (?, ?, ?)"
+        " ON CONFLICT(folder_id, uid) DO UPDATE SET modseq = excluded.modseq",
+        [(folder_id, u, modseq) for u in uids],
+    )
+
+
+async def save_structures(db: aiosqlite.Connection, folder_id: int, computed: dict[int, Structures]) -> None:
+    """Cache what FETCH computed; a value left None keeps what is cached."""
+    await db.executemany(
+        "UPDATE mail SET envelope = coalesce(?, envelope), bodystructure = coalesce(?, bodystructure)"
+        " WHERE folder_id = ? AND uid = ?",
+        [(s.envelope, s.bodystructure, folder_id, uid) for uid, s in computed.items()],
+    )
