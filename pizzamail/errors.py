@@ -1,12 +1,17 @@
 """The one error tree of pizzamail. Every error knows how to render itself.
 
-    PizzamailError            base: a CLI message, an email text, an SMTP reply, an IMAP response
+    PizzamailError            base: a CLI message, an email text, an SMTP reply, an IMAP response,
+    │                         an HTTP response (a 500 that says nothing of what failed inside)
     ├── ConfigError           a bad or unreadable config.toml value (names key, value, what is allowed)
     │   └── ConfigSyntaxError     config.toml that is not TOML (names line and column)
     ├── SecretMissing         a credential that is not stored anywhere (names the command that sets it)
     ├── SmtpRefusal           an SMTP command refused with a specific code (550, 552, 535 …)
     ├── ImapError             an IMAP command that fails: tagged NO (or BAD when ``bad`` is set)
     ├── HttpRefusal           an HTTP request refused (a webhook delivery): a 4xx status and a JSON reason
+    ├── Unavailable           a failure that may pass (database busy, disk full): try again later
+    ├── HomeInUse             ``serve`` on a home another ``serve`` holds (names its pid)
+    ├── HomeUnusable          a home folder that cannot be made, read or written
+    ├── PortUnavailable       a ``[server]`` port that cannot be listened on (names the key and port)
     ├── FolderError           a folder that cannot be made or renamed as asked (a name the file
     │                         system cannot hold, or one already taken); carries its IMAP code
     ├── ProviderError         a model provider failed; ``retryable`` says whether trying again may help
@@ -20,6 +25,11 @@ decides where its rendering goes.
 """
 
 from __future__ import annotations
+
+import errno
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
 
 
 class PizzamailError(Exception):
@@ -48,6 +58,22 @@ class PizzamailError(Exception):
 
     def imap_response(self, tag: bytes) -> bytes:
         return tag + b" NO " + _imap_text(self.message) + b"\r\n"
+
+    def http_response(self) -> HttpResponse:
+        # the caller of a webhook is not the owner: what went wrong inside is for the log only
+        return HttpResponse(500, "internal error (the details are in pizzamail's log)")
+
+
+@dataclass(frozen=True)
+class HttpResponse:
+    """An error as an HTTP answer; the web app sends ``body()`` as JSON."""
+
+    status: int
+    error: str
+    headers: dict[str, str] = field(default_factory=dict)
+
+    def body(self) -> dict[str, object]:
+        return {"ok": False, "error": self.error}
 
 
 def _imap_text(text: str) -> bytes:
@@ -134,8 +160,104 @@ class HttpRefusal(PizzamailError):
         self.status = status
         self.detail = detail
 
-    def http_body(self) -> dict[str, object]:
-        return {"ok": False, "error": self.message}
+    def http_response(self) -> HttpResponse:
+        return HttpResponse(self.status, self.message)
+
+
+class Unavailable(PizzamailError):
+    """A failure that may pass (the database held by another program, a full disk): the client is
+    told to try again later, its request is not refused. What failed goes to the log, not the wire."""
+
+    def __init__(self, message: str = "pizzamail cannot take this just now; try again later") -> None:
+        super().__init__(message)
+
+    def imap_response(self, tag: bytes) -> bytes:
+        return ImapError(self.message, code="UNAVAILABLE").imap_response(tag)
+
+    def http_response(self) -> HttpResponse:
+        return HttpResponse(503, self.message, {"Retry-After": str(RETRY_AFTER)})
+
+
+#: seconds an HTTP client is asked to wait before trying again (the store waits 10 s for a lock)
+RETRY_AFTER = 30
+
+_DB_BUSY = frozenset({5, 6})
+"""SQLITE_BUSY, SQLITE_LOCKED: another connection holds the database (longer than the store waits)"""
+_DB_UNUSABLE = frozenset({3, 8, 11, 14, 26})
+"""SQLITE_PERM, SQLITE_READONLY, SQLITE_CORRUPT, SQLITE_CANTOPEN, SQLITE_NOTADB: not a database
+pizzamail may open and write"""
+_DB_FAILED = frozenset({10, 13})
+"""SQLITE_IOERR, SQLITE_FULL: the disk failed or is full"""
+
+
+def _database_code(error: BaseException) -> int | None:
+    """The primary result code of a database error (None for any other error), read without
+    importing the driver."""
+    code = getattr(error, "sqlite_errorcode", None)
+    return code & 0xFF if isinstance(code, int) else None
+
+
+def transient(error: BaseException) -> bool:
+    """Whether ``error`` is the machine's rather than the request's (a database held by another
+    process, a full disk, memory short), so that the same request may succeed later."""
+    code = _database_code(error)
+    if code is not None:
+        return code in _DB_BUSY | _DB_FAILED
+    return isinstance(error, (OSError, MemoryError))
+
+
+def database_refusal(error: Exception, path: Path) -> PizzamailError | None:
+    """What a database error while opening ``path`` tells the user (None for any other error): the
+    database is held by another program, or is none pizzamail may open and write."""
+    code = _database_code(error)
+    if code in _DB_BUSY:
+        return Unavailable(f"{path} is held by another program; stop it, or try again in a moment")
+    if code in _DB_UNUSABLE:
+        return HomeUnusable(path, error)
+    return None
+
+
+class HomeInUse(PizzamailError):
+    """Another ``serve`` holds the home: two would file the same mail and resume each other's runs."""
+
+    def __init__(self, root: Path, pid: int | None) -> None:
+        holder = f"pid {pid}" if pid else "another process"
+        super().__init__(f"pizzamail is already serving {root} ({holder}); stop it first, or pass"
+                         " another --home")
+        self.pid = pid
+
+
+class HomeUnusable(PizzamailError):
+    """The home folder (or a file pizzamail must keep in it) cannot be made, read or written:
+    ``error`` is the file system's or the database's (which says "unable to open database file")."""
+
+    def __init__(self, path: Path, error: Exception) -> None:
+        if isinstance(error, (FileExistsError, NotADirectoryError)):
+            why = "a file is in the way of a folder"
+        elif isinstance(error, OSError):
+            why = (error.strerror or type(error).__name__).lower()
+        else:
+            why = str(error)
+        super().__init__(f"cannot use {path} for pizzamail's home: {why}; fix that, or pass another"
+                         " --home")
+        self.path = path
+
+
+class PortUnavailable(PizzamailError):
+    """A ``[server]`` port cannot be listened on: in use, privileged, or the host is not this machine's."""
+
+    def __init__(self, key: str, host: str, port: int, error: OSError) -> None:
+        where = f"port {port} for [server] {key}"
+        if error.errno == errno.EADDRINUSE:
+            message = f"{where} is in use by another program; pick a free one in config.toml"
+        elif error.errno == errno.EACCES:
+            message = f"{where} needs privileges pizzamail does not have; pick one above 1023 in config.toml"
+        else:
+            why = os.strerror(error.errno) if error.errno else str(error)  # without the socket's additions
+            message = f"cannot listen on {host} {where} ({why}); check [server] host and {key} in config.toml"
+        super().__init__(message)
+        self.key = key
+        self.port = port
 
 
 class FolderError(PizzamailError):

@@ -6,11 +6,16 @@ up or moving this one folder moves the whole installation.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import platformdirs
+
+from pizzamail.errors import HomeInUse, HomeUnusable
 
 ENV_VAR = "PIZZAMAIL_HOME"
 
@@ -63,14 +68,65 @@ class Home:
         """Written by a running ``serve`` (pid and ports), removed when it stops."""
         return self.root / "serve.json"
 
+    @property
+    def serve_lock(self) -> Path:
+        """Locked by the running ``serve`` for as long as it runs; holds its pid."""
+        return self.root / "serve.lock"
+
     def exists(self) -> bool:
         return self.config.is_file()
 
     def create_dirs(self) -> None:
         """Create the folder tree, private to the user (0700)."""
         for path in (self.root, self.blobs, self.logs, self.skills, self.tls_cert.parent):
-            path.mkdir(mode=0o700, parents=True, exist_ok=True)
-            path.chmod(0o700)
+            try:
+                path.mkdir(mode=0o700, parents=True, exist_ok=True)
+                path.chmod(0o700)
+            except OSError as exc:
+                raise HomeUnusable(path, exc) from None
+
+
+@contextlib.contextmanager
+def serving(home: Home) -> Iterator[None]:
+    """Held by ``serve`` before it touches anything in ``home``: one server per home.
+
+    The lock is the kernel's (``flock``), so it ends with the process however that ends, and a
+    lock file left behind by a crash locks nothing. The file stays: removing it would let a third
+    ``serve`` lock a new file while the second still holds the old one."""
+    try:
+        home.root.mkdir(mode=0o700, parents=True, exist_ok=True)
+        # not inherited (os.open's default): an MCP server left running by a crash holds nothing
+        fd = os.open(home.serve_lock, os.O_RDWR | os.O_CREAT, 0o600)
+    except OSError as exc:
+        raise HomeUnusable(Path(exc.filename or home.root), exc) from None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise HomeInUse(home.root, _holder(fd)) from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        yield
+    finally:
+        os.close(fd)
+
+
+@contextlib.contextmanager
+def usable(home: Home) -> Iterator[None]:
+    """Around setting up the home: an OSError on one of its files (one left by another user, a
+    file where a folder belongs) is :class:`HomeUnusable` naming it, for the user to fix."""
+    try:
+        yield
+    except OSError as exc:
+        if not isinstance(exc.filename, str) or not Path(exc.filename).is_relative_to(home.root):
+            raise
+        raise HomeUnusable(Path(exc.filename), exc) from None
+
+
+def _holder(fd: int) -> int | None:
+    """The pid the holder wrote (None while it has yet to write it)."""
+    text = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
+    return int(text) if text.isdigit() else None
 
 
 def resolve_home(option: str | Path | None) -> Home:

@@ -5,7 +5,8 @@ MCP servers, scheduler, runner, approvals sweep, SMTP/IMAP/HTTP, watches) and st
 the stack is left, so a signal or an error leaves nothing running and no file half written. Parts
 never call each other back: they follow the store's commit events (a message added is filed, a
 queued run wakes the runner, a changed schedule wakes the scheduler, a decided action updates the
-Action folder).
+Action folder). Every port is bound first: a port taken by another program stops the start
+before the store is opened or a run resumed.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import ipaddress
 import json
 import logging
 import os
+import socket
 import ssl
 from collections.abc import Callable
 from contextlib import AsyncExitStack
@@ -24,9 +26,9 @@ from pizzamail.approvals.service import Approvals, Sweep
 from pizzamail.auth import Accounts, accounts_for, password_command, without_password
 from pizzamail.composer import Composer
 from pizzamail.config import Config
-from pizzamail.errors import ConfigError
+from pizzamail.errors import ConfigError, PortUnavailable, database_refusal
 from pizzamail.guard import Gate
-from pizzamail.home import Home, write_private
+from pizzamail.home import Home, usable, write_private
 from pizzamail.imap import start_imap_server
 from pizzamail.intake.smtp import IntakeHandler, start_smtp_server
 from pizzamail.mailbox import Mailbox
@@ -59,6 +61,16 @@ class Listening:
     http: int = 0
 
 
+@dataclass(frozen=True, kw_only=True)
+class Sockets:
+    """The listening sockets of the ``[server]`` ports, bound before any part starts."""
+
+    smtp: socket.socket
+    imap: socket.socket
+    imaps: socket.socket | None
+    http: socket.socket
+
+
 def is_loopback(host: str) -> bool:
     return ipaddress.ip_address(host).is_loopback
 
@@ -86,14 +98,42 @@ class Service:
     async def run(self, stop: asyncio.Event, ready: Callable[[Listening], None]) -> None:
         check_bind(self.config, self.tls)
         async with AsyncExitStack() as stack:
-            listening = await self._start(stack)
+            listening = await self._started(stack)
             self._write_state(listening)
             stack.callback(self.home.state_file.unlink, missing_ok=True)
             ready(listening)
             await stop.wait()
             log.info("stopping")
 
-    async def _start(self, stack: AsyncExitStack) -> Listening:
+    async def _started(self, stack: AsyncExitStack) -> Listening:
+        """Every part started, or one line that says what in the home stands in the way: a file
+        pizzamail cannot open or write, or a database another program holds."""
+        try:
+            with usable(self.home):
+                return await self._start(stack, self._bind(stack))
+        except Exception as exc:
+            refusal = database_refusal(exc, self.home.database)
+            if refusal is None:
+                raise
+            raise refusal from None
+
+    def _bind(self, stack: AsyncExitStack) -> Sockets:
+        return Sockets(smtp=self._listen(stack, "smtp_port"), imap=self._listen(stack, "imap_port"),
+                       imaps=self._listen(stack, "imaps_port") if self.tls else None,
+                       http=self._listen(stack, "http_port"))
+
+    def _listen(self, stack: AsyncExitStack, key: str) -> socket.socket:
+        """A socket listening on the port of ``[server] key`` (closed by the stack if the start fails;
+        once a server serves it, the server closes it)."""
+        host, port = self.config.server.host, int(getattr(self.config.server, key))
+        family = socket.AF_INET6 if ipaddress.ip_address(host).version == 6 else socket.AF_INET
+        try:
+            listener = socket.create_server((host, port), family=family)
+        except OSError as exc:
+            raise PortUnavailable(key, host, port, exc) from None
+        return stack.enter_context(listener)
+
+    async def _start(self, stack: AsyncExitStack, sockets: Sockets) -> Listening:
         store = await stack.enter_async_context(Store(path=self.home.database))
         blobs = BlobStore(root=self.home.blobs)
         mailbox = await Mailbox(root=self.home.maildir, store=store).open()
@@ -116,7 +156,7 @@ class Service:
         # before IMAP serves: a request copy a crash left unrecorded is recorded before the user
         # can delete it (a deletion means "ignore" only for a copy known to have been delivered)
         await approvals.sweep()
-        servers = Servers(config=self.config, tls=self.tls, gate=self._gate, mailbox=mailbox,
+        servers = Servers(config=self.config, tls=self.tls, sockets=sockets, gate=self._gate, mailbox=mailbox,
                           accounts=self.accounts(), intake=self._intake(store, blobs, approvals),
                           hooks=Hooks(store=store, blobs=blobs, config=self.config, secrets=self.secrets))
         for part in (
@@ -172,10 +212,12 @@ class Service:
 
 @dataclass(kw_only=True)
 class Servers:
-    """SMTP, IMAP and HTTP: listening from entering the part to leaving it."""
+    """SMTP, IMAP and HTTP: serving their sockets (bound before any part starts) from entering the
+    part to leaving it."""
 
     config: Config
     tls: ssl.SSLContext | None
+    sockets: Sockets
     gate: Gate
     mailbox: Mailbox
     accounts: Accounts
@@ -198,18 +240,16 @@ class Servers:
     async def _listen(self) -> Listening:
         settings, tls = self.config.server, self.tls
         smtp = await start_smtp_server(
-            host=settings.host, port=settings.smtp_port, handler=self.intake,
-            max_size=settings.max_message_size, tls=tls, require_tls=not is_loopback(settings.host),
-            gate=self.gate,
+            sock=self.sockets.smtp, handler=self.intake, max_size=settings.max_message_size, tls=tls,
+            require_tls=not is_loopback(settings.host), gate=self.gate,
         )
         self._stack.push_async_callback(_close_server, smtp)
         imap = await start_imap_server(
-            host=settings.host, port=settings.imap_port, mailbox=self.mailbox, accounts=self.accounts,
-            tls=tls, tls_port=settings.imaps_port if tls else None, gate=self.gate,
+            sock=self.sockets.imap, tls_sock=self.sockets.imaps, mailbox=self.mailbox,
+            accounts=self.accounts, tls=tls, gate=self.gate,
         )
         self._stack.push_async_callback(imap.close)
-        http = await start_http_server(create_app(self.hooks), host=settings.host, port=settings.http_port,
-                                       gate=self.gate)
+        http = await start_http_server(create_app(self.hooks), sock=self.sockets.http, gate=self.gate)
         self._stack.push_async_callback(http.close)
         return Listening(host=settings.host, smtp=int(smtp.sockets[0].getsockname()[1]), imap=imap.port,
                          imaps=imap.tls_port or 0, http=http.port)

@@ -128,7 +128,7 @@ async def test_an_ordinary_lf_text_file_over_1_kb_is_accepted(smtp_port: int, st
 
 @pytest.mark.parametrize(("error", "code", "text"), [
     (OSError(28, "No space left on device: '/home/me/.pizzamail/blobs/ab'"), 451, "try again later"),
-    (RuntimeError("tasks.py line 42: invariant broken for thread 7"), 554, "could not take this mail"),
+    (RuntimeError("tasks.py line 42: invariant broken for thread 7"), 451, "try again later"),
 ])
 async def test_an_unexpected_error_answers_without_internal_text(
     smtp_port: int, store: Store, monkeypatch: pytest.MonkeyPatch, error: Exception, code: int, text: str
@@ -142,6 +142,19 @@ async def test_an_unexpected_error_answers_without_internal_text(
     assert not any(leak in got_text for leak in ("Error", "space", "/home", "tasks.py", "thread 7"))
     monkeypatch.undo()
     assert await asyncio.to_thread(send, smtp_port, mail()) == {}  # the session and server still work
+
+
+async def test_an_unexpected_error_before_data_is_try_again_later_too(
+    smtp_port: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Answered by aiosmtpd's exception hook (the handler's handle_exception), not by DATA's own
+    except: what a bug in MAIL or RCPT says is 451 as well, never aiosmtpd's "500 Error: (Name) text"."""
+    def broken(*args: object) -> bool:
+        raise RuntimeError("rate.py line 9: bucket for sender cron is None")
+
+    monkeypatch.setattr(IntakeHandler, "_within_rate", broken)
+    code, text = await asyncio.to_thread(refused, smtp_port, mail())
+    assert code == 451 and "try again later" in text and "rate.py" not in text, text
 
 
 def refused(port: int, data: bytes, **kwargs: object) -> tuple[int, str]:

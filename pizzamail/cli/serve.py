@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 import click
 
 from pizzamail.cli.app import App
+from pizzamail.home import serving, usable
 from pizzamail.logs import setup_logging
 from pizzamail.tls import fingerprint, server_context
 
@@ -35,17 +36,19 @@ def init(app: App) -> None:
 @click.pass_obj
 def serve(app: App, demo_data: bool, verbose: bool) -> None:
     """Run the SMTP and IMAP servers and the agent runner until Ctrl-C."""
-    for item in app.initialise():
-        click.echo(f"created {item}")
-    from pizzamail.providers.registry import check_kinds
-    from pizzamail.service import Service
+    with serving(app.home):  # before anything is written: a second serve on this home changes nothing
+        with usable(app.home):
+            for item in app.initialise():
+                click.echo(f"created {item}")
+            setup_logging(app.home.logs, verbose=verbose)
+        from pizzamail.providers.registry import check_kinds
+        from pizzamail.service import Service
 
-    check_kinds(app.config)
-    setup_logging(app.home.logs, verbose=verbose)
-    _warn_no_keyring(app)
-    service = Service(home=app.home, config=app.config, secrets=app.secrets,
-                      tls=server_context(*app.tls_paths()), demo_data=demo_data)
-    asyncio.run(_serve(app, service))
+        check_kinds(app.config)
+        _warn_no_keyring(app)
+        service = Service(home=app.home, config=app.config, secrets=app.secrets,
+                          tls=server_context(*app.tls_paths()), demo_data=demo_data)
+        asyncio.run(_serve(app, service))
 
 
 async def _serve(app: App, service: Service) -> None:

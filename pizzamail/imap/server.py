@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import functools
 import logging
+import socket
 import ssl
 from collections.abc import Callable
 
@@ -186,25 +187,28 @@ class ImapServer:
 
     @classmethod
     async def start(
-        cls, *, host: str, port: int, mailbox: MailIndex, accounts: Accounts, limits: Limits | None = None,
-        tls: ssl.SSLContext | None = None, tls_port: int | None = None,
+        cls, *, host: str | None = None, port: int | None = None, sock: socket.socket | None = None,
+        mailbox: MailIndex, accounts: Accounts, limits: Limits | None = None,
+        tls: ssl.SSLContext | None = None, tls_port: int | None = None, tls_sock: socket.socket | None = None,
         is_local: Callable[[object], bool] = peer_is_loopback, gate: Gate | None = None,
     ) -> ImapServer:
-        """``is_local`` decides from a peer address whether plain-text passwords are safe."""
+        """``is_local`` decides from a peer address whether plain-text passwords are safe. ``sock``
+        and ``tls_sock`` are listening sockets bound beforehand, instead of ``host`` and its ports."""
         limits = limits or Limits()
         shared = Shared(mailbox=mailbox, accounts=accounts, limits=limits, tls=tls, gate=gate or Gate())
         self = cls(shared, is_local)
         shared.on_login = self._make_room
         try:
             plain = await asyncio.start_server(
-                functools.partial(self._serve, secure=False), host, port, limit=limits.max_line)
+                functools.partial(self._serve, secure=False), host, port, sock=sock, limit=limits.max_line)
             self._servers.append(plain)
             self.port = plain.sockets[0].getsockname()[1]
-            if tls is not None and tls_port is not None:
+            if tls is not None and (tls_port is not None or tls_sock is not None):
                 # TLS is set up by the conversation, at the gate: asyncio's own ssl= would shake
                 # hands before we hear of the connection, with no bound on how many at once
                 implicit = await asyncio.start_server(
-                    functools.partial(self._serve, secure=True), host, tls_port, limit=limits.max_line)
+                    functools.partial(self._serve, secure=True), host, tls_port, sock=tls_sock,
+                    limit=limits.max_line)
                 self._servers.append(implicit)
                 self.tls_port = implicit.sockets[0].getsockname()[1]
         except BaseException:
@@ -311,15 +315,17 @@ def _drop(conn: Connection, conversation: asyncio.Future[None], why: str) -> Non
 
 
 async def start_imap_server(
-    *, host: str, port: int, mailbox: MailIndex, accounts: Accounts,
-    tls: ssl.SSLContext | None = None, tls_port: int | None = None, gate: Gate | None = None,
+    *, host: str | None = None, port: int | None = None, sock: socket.socket | None = None,
+    mailbox: MailIndex, accounts: Accounts, tls: ssl.SSLContext | None = None, tls_port: int | None = None,
+    tls_sock: socket.socket | None = None, gate: Gate | None = None,
 ) -> ImapServer:
-    """Listen for IMAP on ``host:port`` (0 picks a free port; see ``ImapServer.port``).
+    """Listen for IMAP on ``host:port`` (0 picks a free port; see ``ImapServer.port``), or on
+    ``sock``, bound beforehand (``serve`` binds every port before it starts anything).
 
     With ``tls`` the plain port offers STARTTLS, and ``tls_port`` (0 = any free port, see
-    ``ImapServer.tls_port``) also listens for implicit TLS. Without TLS, passwords are accepted
-    only from loopback peers. ``gate`` is where connections wait until they log in (``serve``
-    shares one with SMTP).
+    ``ImapServer.tls_port``) or ``tls_sock`` also listens for implicit TLS. Without TLS, passwords
+    are accepted only from loopback peers. ``gate`` is where connections wait until they log in
+    (``serve`` shares one with SMTP).
     """
-    return await ImapServer.start(host=host, port=port, mailbox=mailbox, accounts=accounts, tls=tls,
-                                  tls_port=tls_port, gate=gate)
+    return await ImapServer.start(host=host, port=port, sock=sock, mailbox=mailbox, accounts=accounts,
+                                  tls=tls, tls_port=tls_port, tls_sock=tls_sock, gate=gate)

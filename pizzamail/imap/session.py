@@ -17,7 +17,7 @@ from typing import Protocol
 
 import pizzamail
 from pizzamail.auth import Accounts
-from pizzamail.errors import ImapError, PizzamailError
+from pizzamail.errors import ImapError, PizzamailError, Unavailable, transient
 from pizzamail.guard import Gate, Visitor
 from pizzamail.imap import capabilities, wire
 from pizzamail.imap.parser import Command, NoArgs, Words, parse_command, peek_tag
@@ -208,9 +208,10 @@ class Session:
             response = exc.imap_response(cmd.tag)
         except SessionEnd:
             raise
-        except Exception:
+        except Exception as exc:
             log.exception("IMAP command %s failed", cmd.name)
-            response = cmd.tag + b" NO [SERVERBUG] Internal error, see the pizzamail log\r\n"
+            response = (Unavailable().imap_response(cmd.tag) if transient(exc)  # held by another process
+                        else cmd.tag + b" NO [SERVERBUG] Internal error, see the pizzamail log\r\n")
         if cmd.name not in ("LOGOUT", "IDLE"):
             await self.catch_up(cmd)
         return response

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import sqlite3
+import socket
 import ssl
 import warnings
 from collections import defaultdict
@@ -25,7 +25,7 @@ from aiosmtpd.smtp import MISSING, SMTP, AuthResult, Envelope, LoginPassword, Se
 
 from pizzamail.approvals.service import Approvals
 from pizzamail.auth import Accounts, Login
-from pizzamail.errors import PizzamailError, SmtpRefusal
+from pizzamail.errors import PizzamailError, SmtpRefusal, Unavailable
 from pizzamail.guard import Gate, TokenBucket, Visitor
 from pizzamail.intake.tasks import Stored, store_task
 from pizzamail.mail.parse import ParsedMail, parse_bytes, parsed_mail
@@ -128,9 +128,12 @@ class IntakeHandler:
 
     async def handle_exception(self, error: Exception) -> str:
         """aiosmtpd's hook for an error that no handler turned into a reply: the details go to the
-        log, the wire gets a reply that says what to do (try again later, or not)."""
+        log, the wire gets ``451`` (try again later). Never a 5xx: a mail refused for good is lost,
+        and what failed (the database held by another process, a full disk, a bug fixed by the next
+        version) may well pass, while the sender's mailer keeps the mail and retries."""
         log.error("SMTP: unexpected %s", type(error).__name__, exc_info=error)
-        return unexpected(error).smtp_reply()
+        return Unavailable("pizzamail could not take this mail just now (the reason is in its log);"
+                           " try again later").smtp_reply()
 
     async def _accept(self, raw: bytes, envelope: Envelope, login: Login) -> Stored:
         msg, parsed = await asyncio.to_thread(_parse, raw)
@@ -193,20 +196,6 @@ class IntakeHandler:
 
     def _agent_for(self, recipients: list[str]) -> str:
         return _base_address(recipients[0]) if recipients else min(self.agents)
-
-
-_TRANSIENT = (OSError, sqlite3.OperationalError, MemoryError)
-"""Failures of the machine (disk, database busy, memory) rather than of the mail: trying again later
-can succeed, so the client keeps the mail and retries."""
-
-
-def unexpected(error: Exception) -> SmtpRefusal:
-    """The reply to an error nobody expected: 4xx when it may pass, else a 5xx so the sender learns
-    at once that the mail was not taken. Never the exception's own text."""
-    if isinstance(error, _TRANSIENT):
-        return SmtpRefusal(451, "4.3.0", "pizzamail could not store this mail just now; try again later")
-    return SmtpRefusal(554, "5.3.0", "pizzamail could not take this mail (an internal error, written to"
-                       " its log); nothing was stored")
 
 
 def _base_address(address: str) -> str:
@@ -379,10 +368,12 @@ class Submission(SMTP):
 
 
 async def start_smtp_server(
-    *, host: str, port: int, handler: IntakeHandler, max_size: int,
-    tls: ssl.SSLContext | None = None, require_tls: bool = False, gate: Gate | None = None,
+    *, host: str = "127.0.0.1", port: int = 0, sock: socket.socket | None = None,
+    handler: IntakeHandler, max_size: int, tls: ssl.SSLContext | None = None, require_tls: bool = False,
+    gate: Gate | None = None,
 ) -> asyncio.Server:
-    """Serve SMTP submission inside the running loop (no thread).
+    """Serve SMTP submission inside the running loop (no thread), on ``host:port`` or on ``sock``,
+    bound beforehand (``serve`` binds every port before it starts anything).
 
     With ``tls`` STARTTLS is offered; ``require_tls`` (a bind beyond loopback) makes it mandatory
     before anything else, so no password crosses a network in clear text. ``gate`` is where
@@ -401,4 +392,6 @@ async def start_smtp_server(
             )
 
     loop = asyncio.get_running_loop()
+    if sock is not None:
+        return await loop.create_server(factory, sock=sock)
     return await loop.create_server(factory, host=host, port=port)

@@ -84,7 +84,7 @@ class Mailbox:
             if exist_ok:
                 await asyncio.to_thread(maildir.make_folder, self.path(existing), is_inbox=name == "INBOX")
                 return existing
-            raise FileExistsError(name)
+            raise FolderError(f"{name} already exists", code="ALREADYEXISTS")
         await self._check_names([name])
         try:
             await asyncio.to_thread(maildir.make_folder, self.path(name), is_inbox=name == "INBOX")

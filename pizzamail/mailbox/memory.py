@@ -84,7 +84,7 @@ class MemoryMailbox:
         if existing is not None:
             if exist_ok:
                 return existing
-            raise FileExistsError(name)
+            raise FolderError(f"{name} already exists", code="ALREADYEXISTS")
         return self._make(name, special_use=special_use, subscribed=subscribed)
 
     async def delete_folder(self, folder: Folder) -> None:

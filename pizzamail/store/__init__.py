@@ -27,7 +27,14 @@ def now() -> str:
 
 
 async def _connect(path: Path) -> aiosqlite.Connection:
-    db = await aiosqlite.connect(path, isolation_level=None)
+    connecting = aiosqlite.connect(path, isolation_level=None)
+    try:
+        db = await connecting
+    except BaseException:
+        # aiosqlite stops its thread without waiting for it: waited for here, or it reports to a
+        # loop already closed (a traceback after serve's one-line error)
+        await asyncio.to_thread(connecting._thread.join)
+        raise
     db.row_factory = aiosqlite.Row
     await db.execute("PRAGMA journal_mode=WAL")
     await db.execute("PRAGMA synchronous=FULL")

@@ -12,6 +12,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from pizzamail.errors import ToolError
+
 _CLEAN = re.compile(r"[^A-Za-z0-9_-]")
 
 
@@ -27,10 +29,13 @@ def server_name(name: str) -> str:
 
 
 def from_mcp_json(text: str, *, enable: bool) -> Imported:
-    data = json.loads(text)
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise ToolError(f"not an .mcp.json file: the text is not JSON ({exc})") from None
     servers = data.get("mcpServers", data) if isinstance(data, dict) else None
     if not isinstance(servers, dict):
-        raise ValueError("no mcpServers object in the file")
+        raise ToolError("not an .mcp.json file: it has no mcpServers object")
     result = Imported()
     for raw_name, spec in servers.items():
         name = server_name(str(raw_name))

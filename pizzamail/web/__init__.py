@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import socket
 import time
 from dataclasses import dataclass, field
 
@@ -26,7 +27,7 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from pizzamail import __version__
 from pizzamail.config import Config, HookSettings
-from pizzamail.errors import HttpRefusal
+from pizzamail.errors import HttpRefusal, PizzamailError, Unavailable, transient
 from pizzamail.guard import Gate, TokenBucket, Visitor
 from pizzamail.secrets import SecretStore
 from pizzamail.store import Store
@@ -73,7 +74,7 @@ class Hooks:
             if exc.detail:
                 log.warning("hook %s: %s", name, exc.detail)
             await self._outcome(name, f"refused {exc.status}: {exc.detail or exc.message}")
-            return JSONResponse(exc.http_body(), status_code=exc.status)
+            return _answer(exc)
         if isinstance(received, Again):
             # a 2xx, or the sender would retry for days: its earlier attempt (perhaps cut off by a
             # crash before the answer went out) made the one task this delivery makes
@@ -160,9 +161,16 @@ async def _http_error(_: Request, exc: Exception) -> JSONResponse:
 
 
 async def _server_error(_: Request, exc: Exception) -> JSONResponse:
-    # Starlette logs the traceback after this answer; the client learns only that it was our fault
-    return JSONResponse({"ok": False, "error": "internal error (the details are in pizzamail's log)"},
-                        status_code=500)
+    # Starlette logs the traceback after this answer; the client learns only that it was our fault,
+    # or, for a failure that may pass (the database held by another process), when to try again
+    if isinstance(exc, PizzamailError):
+        return _answer(exc)
+    return _answer(Unavailable() if transient(exc) else PizzamailError(str(exc)))
+
+
+def _answer(error: PizzamailError) -> JSONResponse:
+    answer = error.http_response()
+    return JSONResponse(answer.body(), status_code=answer.status, headers=answer.headers)
 
 
 def create_app(hooks: Hooks) -> Starlette:
@@ -203,15 +211,18 @@ def _gated(gate: Gate) -> type[H11Protocol]:
     return Gated
 
 
-async def start_http_server(app: Starlette, *, host: str, port: int, gate: Gate | None = None) -> HttpServer:
-    """Serve ``app`` on ``host:port`` (0 picks a free port); ``serve`` shares its ``gate`` with SMTP
-    and IMAP."""
+async def start_http_server(
+    app: Starlette, *, host: str = "127.0.0.1", port: int = 0, sock: socket.socket | None = None,
+    gate: Gate | None = None,
+) -> HttpServer:
+    """Serve ``app`` on ``host:port`` (0 picks a free port) or on ``sock``, bound beforehand;
+    ``serve`` shares its ``gate`` with SMTP and IMAP."""
     config = uvicorn.Config(app, host=host, port=port, lifespan="off", log_config=None,
                             http=_gated(gate or Gate()), access_log=False, date_header=False,
                             server_header=False)
     config.load()
     server = uvicorn.Server(config)
     server.lifespan = config.lifespan_class(config)
-    await server.startup()
+    await server.startup(sockets=[sock] if sock else None)
     bound = int(server.servers[0].sockets[0].getsockname()[1])
     return HttpServer(server=server, port=bound)

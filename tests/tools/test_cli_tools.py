@@ -7,9 +7,11 @@ import sys
 import tomllib
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner, Result
 
 from pizzamail.cli import cli
+from pizzamail.errors import ToolError
 from tests.tools.conftest import NOTES_SERVER
 
 
@@ -65,6 +67,19 @@ def test_mcp_json_import_lands_disabled_and_skips_what_it_cannot_run(tmp_path: P
                                 "args": ["-y", "server-filesystem", "/tmp"], "env": {"X": "${HOME}"}}
     assert servers["github-com"]["headers"] == {"Authorization": "Bearer ${secret:github}"}
     assert servers["github-com"]["enabled"] is False
+
+
+@pytest.mark.parametrize(("text", "why"), [("{not json", "the text is not JSON"),
+                                           ("[1, 2]", "it has no mcpServers object")])
+def test_mcp_json_import_of_a_file_it_cannot_read_is_an_error_that_says_why(
+    tmp_path: Path, text: str, why: str
+) -> None:
+    run(tmp_path, "init")
+    source = tmp_path / ".mcp.json"
+    source.write_text(text)
+    result = CliRunner().invoke(cli, ["--home", str(tmp_path), "mcp", "add", "--from-json", str(source)])
+    assert isinstance(result.exception, ToolError), result.exception
+    assert result.exception.cli_message().startswith(f"error: not an .mcp.json file: {why}")
 
 
 def test_skills_list_and_doctor_report_invalid_skills(tmp_path: Path) -> None:

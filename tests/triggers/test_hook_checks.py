@@ -56,7 +56,7 @@ def test_a_template_error_keeps_its_detail_off_the_wire() -> None:
     with pytest.raises(HttpRefusal) as refused:
         render_prompt("{{ 1 // payload }}", 0, hook="h", limit=100)
     assert "ZeroDivisionError" in str(refused.value.detail)
-    assert "ZeroDivision" not in str(refused.value.http_body())
+    assert "ZeroDivision" not in str(refused.value.http_response().body())
 
 
 BODY, NOW = b'{"a": 1}', 1_700_000_000
