@@ -17,6 +17,7 @@ import pytest
 
 from tests.e2e.harness import Served
 from tests.e2e.test_prelogin_abuse import Conn, close, opened, owner_is_served
+from tests.polling import until
 
 pytestmark = pytest.mark.slow
 
@@ -47,9 +48,11 @@ async def flood(served: Served, connect: Callable[[], Awaitable[Conn]]) -> None:
         for _ in range(FLOOD):
             with contextlib.suppress(ConnectionError):  # the server may drop some at once
                 held.append(await connect())
-        held_by_server = descriptors(served.proc.pid)
-        print(f"server descriptors with {FLOOD} held: {held_by_server}")
-        assert held_by_server < 400  # 1024 when they took them all
+        pid = served.proc.pid
+        print(f"server descriptors with {FLOOD} held: {descriptors(pid)}")
+        # a busy machine lets the server fall behind in dropping the excess; it must catch up while
+        # all FLOOD are still held (it stayed at 1024 when they took them all)
+        await until(lambda: descriptors(pid) < 400)
         await asyncio.to_thread(owner_is_served, served)
     finally:
         await close(held)
