@@ -17,9 +17,9 @@ from pizzamail.config import parse_config
 from pizzamail.errors import ConfigError
 from pizzamail.intake.smtp import IntakeHandler, addressed_agent, start_smtp_server
 from pizzamail.mail.parse import parse_bytes
+from pizzamail.providers.types import ToolSpec
 from pizzamail.store import Store
 from pizzamail.store.blobs import BlobStore
-from pizzamail.providers.types import ToolSpec
 from pizzamail.tools import RunScope, ToolRegistry, ToolResult
 from pizzamail.tools.policy import overlay
 from tests.test_intake import ACCOUNTS, OWNER
@@ -33,7 +33,8 @@ AGENTS = frozenset({BOT, RESEARCH})
 
 def test_a_specialist_gets_the_main_agents_defaults_and_its_own_address() -> None:
     config = parse_config({"agent": {"model": "openai:main-model", "max_steps": 7},
-                           "agents": {"research": {"name": "Research", "tools": ["web__*"], "max_tokens": 99}}})
+                           "agents": {"research": {"name": "Research", "tools": ["web__*"],
+                                                   "max_tokens": 99}}})
     research = config.agent_at("Research@pizzamail.localhost")
     assert research is not None
     assert (research.address, research.name, research.model) == (RESEARCH, "Research", "openai:main-model")
@@ -69,7 +70,8 @@ def test_two_specialists_may_not_share_an_address() -> None:
 def test_instructions_file_is_read_relative_to_the_home(tmp_path: Path) -> None:
     (tmp_path / "agents").mkdir()
     (tmp_path / "agents" / "research.md").write_text("Cite every source.\n")
-    config = parse_config({"agents": {"research": {"instructions_file": "agents/research.md"}}}, home=tmp_path)
+    config = parse_config({"agents": {"research": {"instructions_file": "agents/research.md"}}},
+                          home=tmp_path)
     research = config.agent_at(RESEARCH)
     assert research is not None and research.instructions == "Cite every source.\n"
 
@@ -141,7 +143,9 @@ async def test_mail_to_a_specialist_queues_a_run_of_that_agent(smtp_port: int, s
     assert (run["agent"], run["status"]) == (RESEARCH, "queued")
 
 
-async def test_mail_with_the_agent_only_in_cc_is_recorded_and_runs_nothing(smtp_port: int, store: Store) -> None:
+async def test_mail_with_the_agent_only_in_cc_is_recorded_and_runs_nothing(
+    smtp_port: int, store: Store
+) -> None:
     code, text = await asyncio.to_thread(_send, smtp_port, [RESEARCH], To=OWNER, Cc=RESEARCH)
     assert (code, b"no agent in To" in text) == (250, True)
     assert await store.fetchall("SELECT * FROM runs") == []
