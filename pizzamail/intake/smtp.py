@@ -109,8 +109,15 @@ class IntakeHandler:
         if login.sender:  # a program's mail goes to the agent only, whatever it may decide
             raise SmtpRefusal(550, "5.7.1", f"<{login.address}> may write only to the agent, not to"
                               f" <{address}> (sending a draft to others is for the owner's account)")
-        if not self._may_send_draft(envelope):
+        if not self._may_send_draft(envelope) or self._unknown_here(address):
             raise self._not_an_agent(address)
+
+    def _unknown_here(self, address: str) -> bool:
+        """An address at the agents' own domain that is no agent: a mistyped agent (nobody else
+        lives there for a draft to go to), told at once which agents there are."""
+        base = _base_address(address)
+        return base.rpartition("@")[2] == self.domain.lower() and not (
+            self.approvals is not None and base in self.approvals.approvers)
 
     async def handle_DATA(self, server: SMTP, session: Session, envelope: Envelope) -> str:
         raw = envelope.original_content or b""
