@@ -11,7 +11,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
 
+from pizzamail.cli import cli
 from pizzamail.composer import MailContext
 from pizzamail.config import parse_config
 from pizzamail.errors import ConfigError
@@ -201,3 +203,15 @@ def test_a_specialist_is_offered_only_its_tools_under_its_policy(tmp_path: Path)
                                   agent=config.main_agent))
     assert {n: o.policy for n, o in main.tools.items()} == {
         "web__fetch": "ask", "web__search": "auto", "web__open": "ask", "remember": "ask"}
+
+
+def test_the_agents_command_lists_each_agent_with_its_address(tmp_path: Path) -> None:
+    (tmp_path / "config.toml").write_text('[agents.research]\nname = "Research"\ntools = ["web__*"]\n'
+                                          'description = "Finds sources"\n')
+    result = CliRunner().invoke(cli, ["--home", str(tmp_path), "agents"])
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert lines[0].startswith("pizzamail <bot@pizzamail.localhost>  [agent]")
+    assert lines[1] == ("Research <research@pizzamail.localhost>  [agents.research]  openai:gpt-4.1-mini"
+                        " · tools web__*")
+    assert lines[2].strip() == "Finds sources"
