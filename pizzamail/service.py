@@ -196,7 +196,7 @@ class Service:
             log.warning("sender %s has no password and cannot log in; run `%s`", name, password_command(name))
         return IntakeHandler(
             store=store, blobs=blobs, accounts=self.accounts(),
-            agents=frozenset({self.config.agent.address.lower()}), domain=self.config.domain,
+            agents=frozenset(a.address for a in self.config.all_agents()), domain=self.config.domain,
             approvals=approvals,
         )
 

@@ -74,6 +74,9 @@ def test_the_commented_examples_in_the_written_config_are_valid_when_uncommented
     assert config.hooks["github"].policy == {"*": "ask"}
     assert config.watches["support"].folder == "INBOX" and config.senders["cron"].address == "cron@localhost"
     assert config.mcp.servers["files"].enabled and config.relay.host == "smtp.example.com"
+    research = config.agent_at("research@pizzamail.localhost")
+    assert research is not None and research.tools == ("web__*", "read_attachment")
+    assert config.schedules["morning"].model == "openai:gpt-4.1"
 
 
 @pytest.mark.parametrize(

@@ -68,10 +68,11 @@ async def _remind(store: Store, blobs: BlobStore, composer: Composer, config: Co
     request = await find_message(store, action.request_message_id or "")
     if request is None:
         return 0
+    agent = config.agent_at(request.sender) or config.main_agent  # the agent that asked reminds
     ctx = MailContext(
-        thread_id=action.thread_id, run_id=action.run_id, subject=request.subject,
+        thread_id=action.thread_id, run_id=action.run_id, subject=request.subject, agent=agent,
         in_reply_to=action.request_message_id, references=request.refs,
-        headers=(("Reply-To", reply_address(config.agent.address, action.nonce)),
+        headers=(("Reply-To", reply_address(agent.address, action.nonce)),
                  ("X-Pizzamail-Approval", approval_header(action.id, action.nonce))),
     )
     mail = composer.decision_reply(ctx, reminder_text(action, config))
@@ -79,7 +80,7 @@ async def _remind(store: Store, blobs: BlobStore, composer: Composer, config: Co
     async with store.write() as db:
         if not await mark_reminded(db, action.id):
             return 0
-        row = message_row(mail, blob, kind="reminder", sender=config.agent.address, run_id=action.run_id)
+        row = message_row(mail, blob, kind="reminder", sender=agent.address, run_id=action.run_id)
         await add_mail(db, action.thread_id, row)
     log.info("reminded about action %d (%s)", action.id, action.label)
     return 1

@@ -113,7 +113,8 @@ async def _state_reply(db: aiosqlite.Connection, blobs: BlobStore, composer: Com
     if applied.state == "held":
         text += "\n\n" + STILL_HELD
     ctx = MailContext(thread_id=action.thread_id, run_id=action.run_id, subject=parsed.subject,
-                      in_reply_to=message_id, references=parsed.references)
+                      in_reply_to=message_id, references=parsed.references,
+                      agent=composer.config.agent_at(sender))
     mail = composer.decision_reply(ctx, text)
     # its text depends on the decision just applied: saved inside the transaction, before it commits
     blob = await blobs.save(mail.as_bytes())

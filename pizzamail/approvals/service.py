@@ -131,7 +131,8 @@ class Approvals:
                 transcript: Transcript) -> Composed:
         """The request mail for what ``waiting`` waits on."""
         return request_mail(self.composer, ctx, waiting=waiting, toolbox=toolbox, transcript=transcript,
-                            bot=self.config.agent.address, expires=self.config.expiry(waiting.action.server))
+                            bot=(ctx.agent or self.config.main_agent).address,
+                            expires=self.config.expiry(waiting.action.server))
 
     async def decision_headers(self, run_id: int) -> list[str]:
         """``X-Pizzamail-Decision`` values for what decided this run's gated calls."""

@@ -22,7 +22,7 @@ import jinja2
 from markupsafe import Markup
 
 from pizzamail.composer.render import markdown_html, templates_dir
-from pizzamail.config import Config
+from pizzamail.config import Agent, Config
 from pizzamail.errors import PizzamailError
 from pizzamail.mail.build import build_mail
 from pizzamail.mail.ids import new_message_id
@@ -46,6 +46,8 @@ class MailContext:
     """the chain of Message-IDs before it (the parent's References); the parent is appended"""
     headers: tuple[tuple[str, str], ...] = ()
     """more headers for the mail (``X-Pizzamail-Decision`` after a decision: the audit trail)"""
+    agent: Agent | None = None
+    """the agent whose mail it is (From, the name in the text); None: the main agent"""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -100,10 +102,12 @@ class Composer:
         return self._env.get_template(template).render(**context)
 
     def system_prompt(self, *, subject: str, now: datetime, skills: Sequence[object] = (),
-                      unavailable: Sequence[object] = ()) -> str:
-        """``skills`` have name, description, location; ``unavailable`` have server and reason."""
-        agent = self.config.agent
+                      unavailable: Sequence[object] = (), agent: Agent | None = None) -> str:
+        """``skills`` have name, description, location; ``unavailable`` have server and reason.
+        ``agent`` (default: the main one) gives the name, the address and its own instructions."""
+        agent = agent or self.config.main_agent
         return self.render("system.md.j2", agent_name=agent.name, address=agent.address,
+                           instructions=agent.instructions.strip(),
                            owner=self.config.account.address, subject=subject,
                            date=now.strftime("%A %d %B %Y"), time=now.strftime("%H:%M %Z"),
                            skills=skills, unavailable=unavailable).strip()
@@ -135,7 +139,10 @@ class Composer:
         return self._compose("notice", ctx, body)
 
     def _names(self, ctx: MailContext) -> dict[str, Any]:
-        return {"thread_id": ctx.thread_id, "run_id": ctx.run_id, "agent_name": self.config.agent.name}
+        return {"thread_id": ctx.thread_id, "run_id": ctx.run_id, "agent_name": self._agent(ctx).name}
+
+    def _agent(self, ctx: MailContext) -> Agent:
+        return ctx.agent or self.config.main_agent
 
     def approval(self, ctx: MailContext, *, view: dict[str, Any], headers: Sequence[tuple[str, str]],
                  tag: str, evidence: Sequence[tuple[str, str]] = ()) -> Composed:
@@ -177,7 +184,7 @@ class Composer:
     def _message(
         self, kind: str, ctx: MailContext, subject: str, message_id: str, refs: list[str], text: str
     ) -> EmailMessage:
-        agent, account = self.config.agent, self.config.account
+        agent, account = self._agent(ctx), self.config.account
         headers = [
             # RFC 3834: marks the mail as machine-written so well-behaved autoresponders stay quiet
             ("Auto-Submitted", "auto-replied"),

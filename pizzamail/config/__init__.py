@@ -15,6 +15,15 @@ from typing import Any, TypeVar
 from pydantic import Field
 from pydantic.dataclasses import dataclass
 
+from pizzamail.config.agents import (
+    MAIN,
+    Agent,
+    SpecialistSettings,
+    check_addresses,
+    finish_agent,
+    main_agent,
+    specialist,
+)
 from pizzamail.config.checks import POLICIES, SECTION, SERVER_NAME_RE, duration_seconds
 from pizzamail.config.explain import read_toml, validate
 from pizzamail.config.named import check_name, check_required
@@ -48,8 +57,10 @@ from pizzamail.errors import ConfigError
 
 __all__ = [
     "BUILTIN_PROVIDERS",
+    "MAIN",
     "POLICIES",
     "AccountSettings",
+    "Agent",
     "AgentSettings",
     "ApprovalsSettings",
     "Config",
@@ -63,6 +74,7 @@ __all__ = [
     "SenderSettings",
     "ServerSettings",
     "SkillsSettings",
+    "SpecialistSettings",
     "ToolsSettings",
     "WatchSettings",
     "default_config_text",
@@ -83,6 +95,7 @@ class Config:
     server: ServerSettings = Field(default_factory=ServerSettings)
     account: AccountSettings = Field(default_factory=AccountSettings)
     agent: AgentSettings = Field(default_factory=AgentSettings)
+    agents: dict[str, SpecialistSettings] = Field(default_factory=dict)
     runner: RunnerSettings = Field(default_factory=RunnerSettings)
     providers: dict[str, ProviderSettings] = Field(default_factory=dict)
     mcp: McpSettings = Field(default_factory=McpSettings)
@@ -98,6 +111,21 @@ class Config:
     @property
     def domain(self) -> str:
         return self.agent.address.rpartition("@")[2]
+
+    @property
+    def main_agent(self) -> Agent:
+        return main_agent(self.agent)
+
+    def all_agents(self) -> list[Agent]:
+        """The main agent, then the specialists in the order config.toml lists them."""
+        return [self.main_agent, *(specialist(key, s, self.agent) for key, s in self.agents.items())]
+
+    def agent_at(self, address: str | None) -> Agent | None:
+        """The agent answering at ``address``; None (or an empty address) is the main agent."""
+        if not address:
+            return self.main_agent
+        address = address.lower()
+        return next((a for a in self.all_agents() if a.address == address), None)
 
     @property
     def approvers(self) -> frozenset[str]:
@@ -121,19 +149,23 @@ class Config:
         return None
 
 
-def parse_config(data: dict[str, Any]) -> Config:
-    """Build a validated :class:`Config` from parsed TOML."""
-    config = _named_sections(validate(Config, _with_builtin_providers(data)))
+def parse_config(data: dict[str, Any], *, home: Path | None = None) -> Config:
+    """Build a validated :class:`Config` from parsed TOML. An agent's ``instructions_file`` is read
+    relative to ``home`` (without one it is not read)."""
+    config = _named_sections(validate(Config, _with_builtin_providers(data)), home)
     relay = config.relay
     if relay.security == "none" and relay.host and relay.host not in ("127.0.0.1", "::1", "localhost"):
         raise ConfigError("relay.security", "none", "starttls or ssl for a relay beyond loopback")
     if config.account.address == config.agent.address:
         raise ConfigError("agent.address", config.agent.address, "an address other than yours")
     _check_senders(config)
+    check_addresses(config.all_agents(), {config.account.address.lower(): "account.address",
+                                          **{s.address.lower(): f"senders.{n}.address"
+                                             for n, s in config.senders.items()}})
     return config
 
 
-def _named_sections(config: Config) -> Config:
+def _named_sections(config: Config, home: Path | None) -> Config:
     """The rules of each ``[KIND.NAME]`` section beyond its keys' types; ``when`` becomes ``cron``."""
     servers = {name: _check_mcp_server(name, server) for name, server in config.mcp.servers.items()}
     return replace(
@@ -141,6 +173,8 @@ def _named_sections(config: Config) -> Config:
         schedules={name: finish_schedule(name, _named("schedules", name, s))
                    for name, s in config.schedules.items()},
         hooks={name: _named("hooks", name, s) for name, s in config.hooks.items()},
+        agents={key: finish_agent(key, s, domain=config.domain, home=home)
+                for key, s in config.agents.items()},
         senders={name: _named("senders", name, s, SENDER_REQUIRED) for name, s in config.senders.items()},
         watches={name: finish_watch(name, _named("watches", name, s, WATCH_REQUIRED))
                  for name, s in config.watches.items()},
@@ -203,4 +237,4 @@ def load_config(path: Path) -> Config:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         return Config()
-    return parse_config(read_toml(text, path))
+    return parse_config(read_toml(text, path), home=path.parent)

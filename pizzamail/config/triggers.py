@@ -17,6 +17,7 @@ from pizzamail.config.checks import (
     address_problem,
     checked,
     cron_problem,
+    model_problem,
     one_of,
     setting,
     unless_empty,
@@ -49,6 +50,8 @@ class ScheduleSettings:
     catch_up: Annotated[StrictStr, one_of(CATCH_UP)] = setting(
         "once", "after downtime: once (run one missed occurrence) or skip")
     enabled: StrictBool = setting(True, "false pauses the schedule")
+    model: Annotated[StrictStr, checked(unless_empty(model_problem))] = setting(
+        "", "provider:model for its runs (default: [agent] model)")
 
 
 @dataclass(frozen=True, kw_only=True, config=SECTION)
@@ -69,6 +72,8 @@ class HookSettings:
     rate: Count = setting(30, "deliveries accepted per minute (burst of the same size)")
     policy: Policies = setting({}, "tool glob -> auto, ask or deny for the runs it starts (on top of"
                                " [tools.policy]); remember is denied unless named here")
+    model: Annotated[StrictStr, checked(unless_empty(model_problem))] = setting(
+        "", "provider:model for the runs it starts (default: [agent] model)")
 
 
 def schedule_settings(name: str, table: object) -> ScheduleSettings:

@@ -7,7 +7,19 @@ from typing import Annotated
 from pydantic import StrictBool, StrictStr
 from pydantic.dataclasses import dataclass
 
-from pizzamail.config.checks import SECTION, Count, Policies, Port, Seconds, Template, one_of, setting
+from pizzamail.config.checks import (
+    SECTION,
+    Count,
+    Policies,
+    Port,
+    Seconds,
+    Template,
+    checked,
+    model_problem,
+    one_of,
+    setting,
+    unless_empty,
+)
 from pizzamail.config.named import named_section
 from pizzamail.errors import ConfigError
 
@@ -42,6 +54,8 @@ class WatchSettings:
     policy: Policies = setting({}, "tool glob -> auto, ask or deny for the runs its mail starts (on top"
                                " of [tools.policy]); remember is denied unless named here")
     enabled: StrictBool = setting(True, "false stops watching")
+    model: Annotated[StrictStr, checked(unless_empty(model_problem))] = setting(
+        "", "provider:model for the runs it starts (default: [agent] model)")
 
 
 WATCH_REQUIRED = {"host": "the IMAP server's host name", "user": "the login name at that server"}

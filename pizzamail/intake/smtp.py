@@ -19,6 +19,7 @@ from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from email.message import EmailMessage
+from email.utils import getaddresses
 from typing import Any
 
 from aiosmtpd.smtp import MISSING, SMTP, AuthResult, Envelope, LoginPassword, Session
@@ -55,7 +56,7 @@ class IntakeHandler:
     store: Store
     blobs: BlobStore
     accounts: Accounts
-    #: addresses that reach the agent (``bot@…``); plus-addresses of them are accepted too
+    #: the agents' addresses (``bot@…``, ``research@…``); plus-addresses of them are accepted too
     agents: frozenset[str]
     domain: str
     approvals: Approvals | None = None
@@ -108,8 +109,15 @@ class IntakeHandler:
         if login.sender:  # a program's mail goes to the agent only, whatever it may decide
             raise SmtpRefusal(550, "5.7.1", f"<{login.address}> may write only to the agent, not to"
                               f" <{address}> (sending a draft to others is for the owner's account)")
-        if not self._may_send_draft(envelope):
+        if not self._may_send_draft(envelope) or self._unknown_here(address):
             raise self._not_an_agent(address)
+
+    def _unknown_here(self, address: str) -> bool:
+        """An address at the agents' own domain that is no agent: a mistyped agent (nobody else
+        lives there for a draft to go to), told at once which agents there are."""
+        base = _base_address(address)
+        return base.rpartition("@")[2] == self.domain.lower() and not (
+            self.approvals is not None and base in self.approvals.approvers)
 
     async def handle_DATA(self, server: SMTP, session: Session, envelope: Envelope) -> str:
         raw = envelope.original_content or b""
@@ -121,6 +129,8 @@ class IntakeHandler:
             return await self.handle_exception(exc)
         if stored.duplicate:
             return "250 2.0.0 already received; not stored twice"
+        if stored.noted:
+            return f"250 2.0.0 recorded in thread {stored.thread_id}; no agent in To, so none runs"
         if stored.run_id is None:
             return f"250 2.0.0 decision recorded in thread {stored.thread_id}"
         log.info("task stored: thread %s run %s (%d bytes)", stored.thread_id, stored.run_id, len(raw))
@@ -146,10 +156,9 @@ class IntakeHandler:
         decided = await self._decision(raw, parsed, msg, envelope, login)
         if decided is not None:
             return decided
-        agent = self._agent_for(envelope.rcpt_tos)
-        return await store_task(
-            self.store, self.blobs, raw, parsed, agent=agent, domain=self.domain
-        )
+        agent = addressed_agent(envelope.rcpt_tos, msg, self.agents)
+        return await store_task(self.store, self.blobs, raw, parsed, agent=agent or self._agent_for(
+            envelope.rcpt_tos), domain=self.domain, runs=agent is not None)
 
     async def _decision(
         self, raw: bytes, parsed: ParsedMail, msg: EmailMessage, envelope: Envelope, login: Login
@@ -164,7 +173,8 @@ class IntakeHandler:
         if not login.approve:
             raise SmtpRefusal(550, "5.7.1", f"<{login.address}> may not decide approvals; only the"
                               f" owner can (or set approve = true in [senders.{login.sender}])")
-        decided = await self.approvals.decide(raw, parsed, msg, action=action, sender=min(self.agents))
+        decided = await self.approvals.decide(raw, parsed, msg, action=action,
+                                              sender=self._agent_for(envelope.rcpt_tos))
         log.info("decision on action %d: %s", action.id, "applied" if decided.applied else "no change")
         return Stored(thread_id=decided.thread_id, run_id=None, duplicate=decided.duplicate)
 
@@ -196,6 +206,23 @@ class IntakeHandler:
 
     def _agent_for(self, recipients: list[str]) -> str:
         return _base_address(recipients[0]) if recipients else min(self.agents)
+
+
+def addressed_agent(recipients: list[str], msg: EmailMessage, agents: frozenset[str]) -> str | None:
+    """The agent a mail is for: of the agents among its recipients, the first one in To, else the
+    first one not in Cc (a Bcc). None when every agent it reaches is only in Cc: the mail is then
+    for the thread's history, and no agent runs on it."""
+    reached = [a for a in dict.fromkeys(map(_base_address, recipients)) if a in agents]
+    to, cc = (_header_addresses(msg, name) for name in ("To", "Cc"))
+    in_to = [a for a in to if a in reached]
+    if in_to:
+        return in_to[0]
+    return next((a for a in reached if a not in cc), None)
+
+
+def _header_addresses(msg: EmailMessage, name: str) -> list[str]:
+    values = [str(v) for v in msg.get_all(name) or []]
+    return [_base_address(addr) for _, addr in getaddresses(values) if addr]
 
 
 def _base_address(address: str) -> str:

@@ -13,7 +13,7 @@ from pizzamail.mail.ids import new_message_id
 from pizzamail.mail.parse import ParsedMail, parse_mail
 from pizzamail.store import Store
 from pizzamail.store.blobs import BlobStore
-from pizzamail.store.mailwriter import add_task, received_row
+from pizzamail.store.mailwriter import add_received, add_task, received_row
 from pizzamail.store.threads import message_exists, thread_for_references
 
 
@@ -22,12 +22,17 @@ class Stored:
     thread_id: int | None
     run_id: int | None
     duplicate: bool = False
+    noted: bool = False
+    """recorded in its thread without a run: no agent was addressed in To (only in Cc)"""
 
 
 async def store_task(
-    store: Store, blobs: BlobStore, raw: bytes, parsed: ParsedMail, *, agent: str, domain: str
+    store: Store, blobs: BlobStore, raw: bytes, parsed: ParsedMail, *, agent: str, domain: str,
+    runs: bool = True,
 ) -> Stored:
-    """Commit a task mail. A Message-ID seen before (a client retrying) is not stored twice."""
+    """Commit a task mail for ``agent`` (its address) to run. A Message-ID seen before (a client
+    retrying) is not stored twice. Without ``runs`` (the agent was only in Cc) the mail is recorded in
+    its thread, for later runs' history, and starts none."""
     message_id = parsed.message_id or new_message_id(domain)
     thread_id = await thread_for_references(store, parsed.thread_refs())
     blob = await blobs.save(raw)
@@ -36,6 +41,10 @@ async def store_task(
             return Stored(thread_id=None, run_id=None, duplicate=True)
         row = received_row(parsed, blob, message_id=message_id, kind="task", sender=parsed.sender or "",
                            body=task_text(parsed))
+        if not runs:
+            noted = await add_received(db, row, thread_id=thread_id, agent=agent, event="mail.copied",
+                                       size=len(raw))
+            return Stored(thread_id=noted, run_id=None, noted=True)
         task = await add_task(db, row, thread_id=thread_id, agent=agent, event="task.received",
                               size=len(raw))
     return Stored(thread_id=task.thread_id, run_id=task.run_id)

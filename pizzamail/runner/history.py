@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pizzamail.composer import MailContext
+from pizzamail.config import Agent
 from pizzamail.providers.types import Message
 from pizzamail.store import Store
 from pizzamail.store.runs import Run
@@ -24,6 +25,8 @@ class RunContext:
     """the message that asked for this run (None for runs not started by a mail)"""
     earlier: list[StoredMessage]
     """the thread's messages before the trigger, oldest first"""
+    agent: Agent | None = None
+    """the agent the run is of: its mail comes From it (None: the main agent)"""
 
     def mail(self, run: Run) -> MailContext:
         """Threading for the mail that answers the trigger (or the thread's latest message)."""
@@ -31,16 +34,17 @@ class RunContext:
         refs = parent.refs if parent and parent.refs else [m.message_id for m in self.earlier
                                                            if m is not parent]
         return MailContext(thread_id=run.thread_id, run_id=run.id, subject=self.subject,
-                           in_reply_to=parent.message_id if parent else None, references=refs)
+                           in_reply_to=parent.message_id if parent else None, references=refs,
+                           agent=self.agent)
 
 
-async def load_context(store: Store, run: Run) -> RunContext:
+async def load_context(store: Store, run: Run, agent: Agent) -> RunContext:
     subject = await thread_subject(store, run.thread_id)
     trigger = await get_message(store, run.message_id) if run.message_id is not None else None
     messages = await thread_messages(store, run.thread_id)
     if trigger is not None:
         messages = [m for m in messages if m.id < trigger.id]
-    return RunContext(subject=subject, trigger=trigger, earlier=messages)
+    return RunContext(subject=subject, trigger=trigger, earlier=messages, agent=agent)
 
 
 def history(ctx: RunContext, *, limit: int) -> list[Message]:

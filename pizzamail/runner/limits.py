@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from pizzamail.config import AgentSettings, Config
+from pizzamail.config import Agent
 from pizzamail.providers.types import Message, Response
 from pizzamail.store.usage import Usage
 from pizzamail.transcript import AgentStep, ModelStep, ToolStep
@@ -60,7 +60,7 @@ class Limits:
     started: float = 0.0
 
     @classmethod
-    def from_settings(cls, agent: AgentSettings, *, clock: Callable[[], float] = time.monotonic) -> Limits:
+    def from_settings(cls, agent: Agent, *, clock: Callable[[], float] = time.monotonic) -> Limits:
         return cls(max_model_calls=agent.max_steps, max_tool_calls=agent.max_tool_calls,
                    max_tokens=agent.max_tokens, max_seconds=agent.max_seconds, clock=clock, started=clock())
 
@@ -99,23 +99,23 @@ def not_run_text(limits: Limits) -> str:
             " (`[agent] max_tool_calls`)")
 
 
-def stopped_note(finish_reason: str, agent: AgentSettings) -> str | None:
+def stopped_note(finish_reason: str, agent: Agent) -> str | None:
     """The line under a reply that a limit cut short; None for a reply that finished by itself."""
     if not finish_reason.startswith(LIMIT_PREFIX):
         return None
     name = finish_reason.removeprefix(LIMIT_PREFIX)
     what, key = LIMITS.get(name, ("steps", "max_steps"))
     value = getattr(agent, key, "?")
-    return (f"Stopped early: this run reached its limit of {value} {what} (`[agent] {key}` in"
+    return (f"Stopped early: this run reached its limit of {value} {what} (`{agent.section} {key}` in"
             " config.toml). The answer above is a summary of the work so far, not a finished task;"
             " reply to this mail to let it continue.")
 
 
-def run_notes(outcome: object, config: Config, notice: str | None) -> list[str]:
+def run_notes(outcome: object, agent: Agent, notice: str | None) -> list[str]:
     """Our lines under a reply: the limit that stopped it, and the provider's notice (offline model)."""
     notes = []
     if isinstance(outcome, Response):
-        stopped = stopped_note(outcome.finish_reason, config.agent)
+        stopped = stopped_note(outcome.finish_reason, agent)
         if stopped:
             notes.append(stopped)
     if notice:

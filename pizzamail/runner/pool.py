@@ -19,7 +19,7 @@ from typing import Any
 
 from pizzamail.approvals.service import DRAFTS_FOLDER, Approvals, Waiting, draft_message
 from pizzamail.composer import Composed, Composer, MailContext
-from pizzamail.config import Config
+from pizzamail.config import Agent, Config
 from pizzamail.errors import PizzamailError, ProviderNotConfigured, RunError
 from pizzamail.mailbox import Mailbox
 from pizzamail.mailbox.filing import Filer
@@ -68,7 +68,8 @@ class Runner:
     config: Config
     provider_factory: Callable[[], Provider] | None = None
     """called once per run (so a key stored while serving is used by the next run); raises
-    ProviderNotConfigured when no model is set up. Default: :func:`provider_for` with ``secrets``"""
+    ProviderNotConfigured when no model is set up. Default: :func:`select_provider` with ``secrets``
+    for the run's model (its agent's, or its trigger's)"""
     secrets: SecretStore | None = None
     """where API keys are looked up; needed only without a ``provider_factory``"""
     composer: Composer | None = None
@@ -100,7 +101,7 @@ class Runner:
     _claiming: asyncio.Lock = field(default_factory=asyncio.Lock, init=False)
     _outcomes: dict[int, str] = field(default_factory=dict, init=False)
     _finished: dict[int, asyncio.Event] = field(default_factory=dict, init=False)
-    _new_provider: Callable[[], Provider] = field(init=False, repr=False)
+    _new_provider: Callable[[str], Provider] = field(init=False, repr=False)
     _mails: Composer = field(init=False, repr=False)
     _filer: Filer = field(init=False, repr=False)
     _unsubscribe: Callable[[], None] | None = field(default=None, init=False, repr=False)
@@ -109,10 +110,12 @@ class Runner:
 
     def __post_init__(self) -> None:
         if self.provider_factory is not None:
-            self._new_provider = self.provider_factory
+            factory = self.provider_factory
+            self._new_provider = lambda model: factory()
         elif self.secrets is not None:
             config, secrets = self.config, self.secrets
-            self._new_provider = lambda: select_provider(config, secrets)
+            self._new_provider = lambda model: select_provider(
+                replace(config, agent=replace(config.agent, model=model)), secrets)
         else:
             raise TypeError("Runner needs a provider_factory or a SecretStore (secrets=...)")
         self._mails = self.composer or Composer(config=self.config)
@@ -265,14 +268,19 @@ class Runner:
         """Drive one claimed run to its mail; returns the run's final status."""
         log.info("run %d started (thread %d, attempt %d%s)", run.id, run.thread_id, run.attempts,
                  f", alone after {run.crashes} crash(es)" if run.crashes else "")
-        ctx = await load_context(self.store, run)
+        agent = self.config.agent_at(run.agent)
+        ctx = await load_context(self.store, run, agent or self.config.main_agent)
         sources = await thread_sources(self.store, run.thread_id)
         scope = RunScope(run_id=run.id, thread_id=run.thread_id, mail=ctx.mail(run),
                          workspace=workspace_for(self._workspaces(), run.id),
                          rules=run_rules(self.config, sender=ctx.trigger.sender if ctx.trigger else "",
                                          sources=sources),
-                         outside=on_outside_content(sources))
+                         outside=on_outside_content(sources), agent=agent)
         try:
+            if agent is None:
+                raise RunError(f"this task was for {run.agent}, which is no longer an agent here",
+                               hint="add its [agents.NAME] section back to config.toml, or write to"
+                                    f" {self.config.agent.address}")
             if run.crashes > self.config.runner.max_attempts:
                 raise RunError(
                     f"gave up: pizzamail crashed {run.crashes} times in a row while working on this task"
@@ -281,10 +289,10 @@ class Runner:
                          " `[runner] max_attempts` in config.toml",
                 )
             toolbox = self.tools.bind(scope)
-            transcript = await self._transcript(run, ctx, toolbox)
-            outcome = await self._agent(run, transcript, toolbox)
+            transcript = await self._transcript(run, ctx, toolbox, agent)
+            outcome = await self._agent(run, transcript, toolbox, agent)
             notes = [*unavailable_notes(toolbox),
-                     *run_notes(outcome, self.config, self._notices.get(run.id))]
+                     *run_notes(outcome, agent, self._notices.get(run.id))]
             mail_ctx = await self._mail_context(run, ctx)
             if isinstance(outcome, HeldStep):
                 outcome = await self._approvals.waiting_for(run.id, outcome)
@@ -316,19 +324,19 @@ class Runner:
     def _workspaces(self) -> Path:
         return self.workspaces or self.blobs.root.parent / "workspaces"
 
-    async def _agent(self, run: Run, transcript: Transcript, toolbox: Toolbox,
+    async def _agent(self, run: Run, transcript: Transcript, toolbox: Toolbox, agent: Agent,
                      ) -> Response | HeldStep | Waiting:
         waiting = await self._approvals.settle(run.id, transcript, toolbox, self._interruptible)
         if waiting is not None:
             return waiting
-        provider = self._new_provider()
+        provider = self._new_provider(run.model or agent.model)
         notice = getattr(provider, "notice", None)
         if notice:
             self._notices[run.id] = str(notice)
         try:
             return await drive(
                 provider=provider, tools=toolbox, transcript=transcript,
-                max_steps=self.config.agent.max_steps, limits=Limits.from_settings(self.config.agent),
+                max_steps=agent.max_steps, limits=Limits.from_settings(agent),
                 checkpoint=lambda seq, step: self._checkpoint(run, seq, step, toolbox),
                 interruptible=self._interruptible,
                 standing=lambda offered, call: self._approvals.standing(run.id, offered, call),
@@ -341,11 +349,11 @@ class Runner:
         decided = await self._approvals.decision_headers(run.id)
         return replace(ctx.mail(run), headers=tuple(("X-Pizzamail-Decision", d) for d in decided))
 
-    async def _transcript(self, run: Run, ctx: RunContext, toolbox: Toolbox) -> Transcript:
-        system = self._mails.system_prompt(subject=ctx.subject, now=self.clock(),
+    async def _transcript(self, run: Run, ctx: RunContext, toolbox: Toolbox, agent: Agent) -> Transcript:
+        system = self._mails.system_prompt(subject=ctx.subject, now=self.clock(), agent=agent,
                                            skills=toolbox.skills, unavailable=toolbox.unavailable)
         base = [Message(role="system", content=system),
-                *history(ctx, limit=self.config.agent.history_messages)]
+                *history(ctx, limit=agent.history_messages)]
         rows = await steps_of(self.store, run.id)
         if rows:
             log.info("run %d: replaying %d checkpointed step(s)", run.id, len(rows))
@@ -374,8 +382,9 @@ class Runner:
     async def _finish(self, run: Run, mail: Composed, *, status: str, error: str | None = None,
                       request_for: int | None = None, extra: tuple[NewMessage, ...] = ()) -> str:
         self._notices.pop(run.id, None)
-        done = await conclude(self.store, self.blobs, run, mail, sender=self.config.agent.address,
-                              status=status, error=error, model=self.config.agent.model,
+        agent = self.config.agent_at(run.agent) or self.config.main_agent
+        done = await conclude(self.store, self.blobs, run, mail, sender=agent.address,
+                              status=status, error=error, model=run.model or agent.model,
                               request_for=request_for, extra=extra)
         if not done:
             log.warning("run %d was finished elsewhere; its %s mail is dropped", run.id, mail.kind)

@@ -6,7 +6,7 @@ The folders are scanned for every run, so a skill added while serving is there f
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +28,8 @@ class SkillSource:
 
     def offer(self, scope: RunScope) -> Offer:
         catalog = self.catalog()
+        if scope.agent is not None:  # the agent's allowlist: the others are neither listed nor loadable
+            catalog = replace(catalog, skills=[s for s in catalog.skills if scope.agent.offers_skill(s.name)])
         if not catalog.skills:  # no skills: no catalog and no skill tools at all
             return Offer()
         entries = [SkillEntry(name=s.name, description=s.description, location=str(s.location))

@@ -67,12 +67,23 @@ async def add_mail(db: aiosqlite.Connection, thread_id: int, row: NewMessage, *,
 
 
 async def add_task(db: aiosqlite.Connection, row: NewMessage, *, thread_id: int | None, agent: str,
-                   event: str, source: str | None = None, **data: Any) -> Task:
+                   event: str, source: str | None = None, model: str | None = None, **data: Any) -> Task:
     """A task received: its mail (in ``thread_id``, or a new thread named after it), a queued run
-    for it and the ``event`` in the log."""
+    of ``agent`` (its address) for it and the ``event`` in the log."""
     if thread_id is None:
         thread_id = await create_thread(db, subject=row.subject or "(no subject)", agent=agent)
     message = await add_message(db, thread_id, row)
-    run_id = await create_run(db, thread_id, message, source=source)
+    run_id = await create_run(db, thread_id, message, source=source, agent=agent, model=model)
     await log_event(db, event, thread_id=thread_id, run_id=run_id, **data)
     return Task(thread_id=thread_id, run_id=run_id, message_row=message)
+
+
+async def add_received(db: aiosqlite.Connection, row: NewMessage, *, thread_id: int | None, agent: str,
+                       event: str, **data: Any) -> int:
+    """A received mail that starts no run (an agent only in Cc): in ``thread_id`` or a new thread,
+    so later runs there see it in their history. Returns the thread."""
+    if thread_id is None:
+        thread_id = await create_thread(db, subject=row.subject or "(no subject)", agent=agent)
+    await add_message(db, thread_id, row)
+    await log_event(db, event, thread_id=thread_id, **data)
+    return thread_id

@@ -363,6 +363,14 @@ MIGRATIONS: list[tuple[str, str]] = [
         )
         """,
     ),
+    (
+        # The agent a run is of (its address, lower case): mail To research@ runs research. NULL is
+        # the main agent ([agent]), which every run before specialists was.
+        "016_agents",
+        """
+        ALTER TABLE runs ADD COLUMN agent TEXT
+        """,
+    ),
 ]
 
 

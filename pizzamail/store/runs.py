@@ -36,6 +36,8 @@ class Run:
     for mail through SMTP intake and ``pizzamail task``"""
     crashes: int = 0
     """crashes of the process in a row that cut this run off before it checkpointed a new step"""
+    agent: str | None = None
+    """the address of the agent this run is of (``research@…``); None: the main agent"""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -46,12 +48,16 @@ class Step:
 
 
 async def create_run(
-    db: aiosqlite.Connection, thread_id: int, message_row: int | None, *, source: str | None = None
+    db: aiosqlite.Connection, thread_id: int, message_row: int | None, *, source: str | None = None,
+    agent: str | None = None, model: str | None = None,
 ) -> int:
-    """A queued run; ``source`` only from a trigger's own code (``TriggerMail.source``), never from mail."""
+    """A queued run of ``agent`` (its address; None: the main agent), with ``model`` instead of the
+    agent's own when given (a trigger's ``model``). ``source`` only from a trigger's own code
+    (``TriggerMail.source``), never from mail."""
     cursor = await db.execute(
-        "INSERT INTO runs(thread_id, message_id, status, created_at, source) VALUES (?, ?, 'queued', ?, ?)",
-        (thread_id, message_row, now(), source),
+        "INSERT INTO runs(thread_id, message_id, status, created_at, source, agent, model)"
+        " VALUES (?, ?, 'queued', ?, ?, ?, ?)",
+        (thread_id, message_row, now(), source, agent.lower() if agent else None, model or None),
     )
     await db.execute(
         "UPDATE threads SET status = 'queued', updated_at = ? WHERE id = ?", (now(), thread_id)

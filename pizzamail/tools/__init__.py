@@ -20,9 +20,10 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from pizzamail.composer import MailContext
+from pizzamail.config import Agent
 from pizzamail.providers.types import ToolSpec
 from pizzamail.tools.names import belongs_to
-from pizzamail.tools.policy import Policy, effective, strictest_rule
+from pizzamail.tools.policy import Policy, effective, match_rule, overlay, strictest_rule
 from pizzamail.transcript import ToolResult as ToolResult  # a tool's result is a transcript step's
 
 
@@ -67,6 +68,8 @@ class RunScope:
     outside: bool = False
     """the run works on text written by outsiders (its thread holds a webhook's or watched mailbox's
     task): open-world tools ask first"""
+    agent: Agent | None = None
+    """the agent the run is of: only its allowed tools and skills, its policy on top (None: all, none)"""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -196,7 +199,8 @@ class ToolRegistry:
             for offered in offer.tools:
                 if offered.name in box.tools:  # the first source wins; built-ins come first
                     continue
-                box.tools[offered.name] = self._ruled(offered, scope)
+                if scope.agent is None or scope.agent.offers_tool(offered.name):
+                    box.tools[offered.name] = self._ruled(offered, scope)
             box.skills += offer.skills
             box.unavailable += offer.unavailable
         return box
@@ -213,6 +217,10 @@ class ToolRegistry:
         if not offered.ruled:
             tables.append((self.rules, offered.name))
         policy = effective(offered.policy, rules=tables, never_auto=offered.never_auto)
+        if scope.agent is not None:
+            decided = offered.ruled or any(match_rule(t, n) is not None for t, n in tables)
+            policy = overlay(policy, match_rule(scope.agent.policy, offered.name), decided=decided,
+                             never_auto=offered.never_auto)
         if scope.outside and offered.open_world and policy == "auto" and run_rule != "auto":
             policy = "ask"
         if policy == offered.policy:

@@ -108,7 +108,8 @@ class PostProgress:
         mail = o.composer.progress(scope.mail, text, message_id=message_id)
         blob = await o.blobs.save(mail.as_bytes())
         async with o.store.write() as db:
-            await add_mail(db, scope.thread_id, message_row(mail, blob, kind="progress", sender=o.sender,
+            sender = scope.agent.address if scope.agent else o.sender
+            await add_mail(db, scope.thread_id, message_row(mail, blob, kind="progress", sender=sender,
                                                             run_id=scope.run_id), once=True)
         return ToolResult(text="the progress note was sent")
 

@@ -68,3 +68,13 @@ def effective(
     if never_auto and policy == "auto":
         return "ask"
     return policy
+
+
+def overlay(policy: Policy, rule: Policy | None, *, decided: bool, never_auto: bool = False) -> Policy:
+    """An agent's own ``rule`` (``[agents.NAME.policy]``) on top of ``policy``, what the other rules
+    gave. Where a user's rule ``decided`` that too, the stricter answer wins (deny > ask > auto);
+    where only the tool's own default did, the agent's rule decides. ``never_auto`` tools still ask."""
+    if rule is None:
+        return policy
+    chosen = max(policy, rule, key=STRICTNESS.__getitem__) if decided else rule
+    return "ask" if never_auto and chosen == "auto" else chosen

@@ -27,6 +27,8 @@ class TriggerMail:
     domain: str
     attachments: tuple[AttachedFile, ...] = ()
     """none: the task mail is its text alone, one text/plain part"""
+    model: str = ""
+    """the trigger's ``model`` for the run (empty: the agent's own)"""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -54,7 +56,7 @@ async def post_task(
     blob = await blobs.save(await asyncio.to_thread(built.as_bytes))
     row = message_row(built, blob, direction="in", kind="task", sender=mail.sender, flags="\\Seen")
     task = await add_task(db, row, thread_id=thread_id, agent=mail.agent, event="task.triggered",
-                          source=mail.source)
+                          source=mail.source, model=mail.model)
     return Posted(thread_id=task.thread_id, run_id=task.run_id, message_id=built.message_id)
 
 

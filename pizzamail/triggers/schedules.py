@@ -148,7 +148,15 @@ def _mail(config: Config, schedule: Schedule, moment: datetime, *, note: str = "
         subject=f"Schedule: {schedule.name}", text=f"{schedule.prompt}\n\n[{label}: {when}]",
         source=f"schedule:{schedule.name}" + (" (by hand)" if by_hand else ""),
         sender=config.account.address, agent=config.agent.address, domain=config.domain,
+        model=_model(config, schedule.name),
     )
+
+
+def _model(config: Config, name: str) -> str:
+    """The ``model`` of ``[schedules.NAME]``; a schedule made by ``pizzamail schedule add`` or the
+    schedule_task tool has none (its runs use the agent's)."""
+    settings = config.schedules.get(name)
+    return settings.model if settings else ""
 
 
 async def report_interrupted(store: Store, blobs: BlobStore, config: Config) -> list[int]:

@@ -179,7 +179,7 @@ class Watcher:
         return TriggerMail(
             subject=task_subject(self.name, facts, one_thread=self.settings.thread == "one"), text=text,
             source=f"watch:{self.name}", sender=config.account.address, agent=config.agent.address,
-            domain=config.domain, attachments=files,
+            domain=config.domain, attachments=files, model=self.settings.model,
         )
 
     async def _report(self, problem: WatchError) -> None:

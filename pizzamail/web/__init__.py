@@ -122,7 +122,8 @@ class Hooks:
     ) -> tuple[int, int]:
         config = self.config
         mail = TriggerMail(subject=f"Webhook: {name}", text=text, source=f"hook:{name}",
-                           sender=config.account.address, agent=config.agent.address, domain=config.domain)
+                           sender=config.account.address, agent=config.agent.address, domain=config.domain,
+                           model=settings.model)
         async with self.store.write() as db:
             # kept twice the window: a clock set back a little must not revive a forgotten signature
             seen = await remember(db, name, delivery.id, delivery.digest, signed_at=delivery.signed_at,

@@ -11,6 +11,7 @@ from click.testing import CliRunner
 
 from pizzamail.cli import cli
 from pizzamail.config import AgentSettings
+from pizzamail.config.agents import main_agent
 from pizzamail.home import Home
 from pizzamail.runner.limits import Limits, RunUsage, stopped_note
 from pizzamail.tools import ToolRegistry
@@ -60,9 +61,9 @@ async def test_the_wall_time_limit_uses_the_clock() -> None:
     assert limits.reached([]) is None
     now[0] = 161.0
     assert limits.reached([]) == "wall_time"
-    note = stopped_note("limit:wall_time", AgentSettings(max_seconds=60))
+    note = stopped_note("limit:wall_time", main_agent(AgentSettings(max_seconds=60)))
     assert note is not None and "60 seconds of work" in note and "`[agent] max_seconds`" in note
-    assert stopped_note("stop", AgentSettings()) is None
+    assert stopped_note("stop", main_agent(AgentSettings())) is None
 
 
 async def test_a_reply_shows_usage_in_its_footer_and_threads_json_lists_it(
