@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pizzamail.mail.build import Outgoing, build_mail
 from pizzamail.mail.ids import new_message_id
 from pizzamail.mail.parse import ParsedMail, parse_mail
+from pizzamail.mail.reply import user_words
 from pizzamail.store import Store
 from pizzamail.store.blobs import BlobStore
 from pizzamail.store.mailwriter import add_task, received_row
@@ -35,15 +36,17 @@ async def store_task(
         if await message_exists(db, message_id):
             return Stored(thread_id=None, run_id=None, duplicate=True)
         row = received_row(parsed, blob, message_id=message_id, kind="task", sender=parsed.sender or "",
-                           body=task_text(parsed))
+                           body=task_text(parsed, follow_up=thread_id is not None))
         task = await add_task(db, row, thread_id=thread_id, agent=agent, event="task.received",
                               size=len(raw))
     return Stored(thread_id=task.thread_id, run_id=task.run_id)
 
 
-def task_text(parsed: ParsedMail) -> str:
-    """What the model is given: the body, or the subject when the body is empty."""
-    text = parsed.body or parsed.subject
+def task_text(parsed: ParsedMail, *, follow_up: bool = False) -> str:
+    """What the model is given: the body, or the subject when the body is empty. A follow-up in a
+    thread gives only the user's own words: the mails it quotes are in the thread's history already
+    (a thread's first mail keeps all of its text: what a forward carries is the task's content)."""
+    text = (user_words(parsed.body) if follow_up else parsed.body) or parsed.subject
     if parsed.attachments:
         text += "\n\n[attached: " + ", ".join(parsed.attachments) + "]"
     return text

@@ -13,6 +13,8 @@ from pizzamail.store.threads import get_message, thread_messages, thread_subject
 
 #: bot mails that are the model's own words; errors and notices are ours, not the model's
 _SPOKEN_BY_MODEL = frozenset({"reply"})
+#: the user's mails that steer the runner (``stop``): never the model's to read
+_CONTROL = frozenset({"stop"})
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -45,7 +47,8 @@ async def load_context(store: Store, run: Run) -> RunContext:
 
 def history(ctx: RunContext, *, limit: int) -> list[Message]:
     """The thread in order: the user's mails as user turns, the bot's replies as assistant turns."""
-    shown = [m for m in ctx.earlier if m.direction == "in" or m.kind in _SPOKEN_BY_MODEL][-limit:]
+    shown = [m for m in ctx.earlier
+             if (m.direction == "in" and m.kind not in _CONTROL) or m.kind in _SPOKEN_BY_MODEL][-limit:]
     turns = [_turn(m) for m in shown]
     if ctx.trigger is not None:
         turns.append(_turn(ctx.trigger))

@@ -363,6 +363,14 @@ MIGRATIONS: list[tuple[str, str]] = [
         )
         """,
     ),
+    (
+        # A stop asked for by reply or by `pizzamail stop`: who asked (the address, or "cli"). The
+        # runner working on the run cancels it; a run a crash left with one ends stopped when resumed.
+        "018_stop",
+        """
+        ALTER TABLE runs ADD COLUMN stop_requested TEXT
+        """,
+    ),
 ]
 
 
