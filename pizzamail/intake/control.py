@@ -17,8 +17,8 @@ from pizzamail.mail.reply import user_words
 from pizzamail.store import Store
 from pizzamail.store.blobs import BlobStore
 from pizzamail.store.mailwriter import add_mail, message_row, received_row
-from pizzamail.store.runs import last_run, request_stop
-from pizzamail.store.threads import log_event, message_exists
+from pizzamail.store.runs import ask_stop, last_run
+from pizzamail.store.threads import message_exists
 
 
 async def record_stop(
@@ -34,8 +34,7 @@ async def record_stop(
             return Stored(thread_id=thread_id, run_id=None, duplicate=True)
         await add_mail(db, thread_id, received_row(parsed, blob, message_id=message_id, kind="stop",
                                                    sender=by, body=user_words(parsed.body)))
-        run_id = await request_stop(db, thread_id, by=by)
-        await log_event(db, "run.stop_requested", thread_id=thread_id, run_id=run_id, by=by)
+        run_id = await ask_stop(db, thread_id, by=by)
         if run_id is None:
             await _not_running(db, blobs, composer, parsed, message_id, thread_id=thread_id, bot=bot)
     return Stored(thread_id=thread_id, run_id=None)

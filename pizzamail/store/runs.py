@@ -10,6 +10,7 @@ import aiosqlite
 
 from pizzamail.store import Store, now
 from pizzamail.store.events import RunQueued, StopRequested, record
+from pizzamail.store.threads import log_event
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -216,6 +217,13 @@ async def request_stop(db: aiosqlite.Connection, thread_id: int, *, by: str) -> 
     await db.execute("UPDATE runs SET status = 'stopped', error = 'stopped before it started',"
                      " finished_at = ? WHERE thread_id = ? AND status = 'queued'", (now(), thread_id))
     record(db, StopRequested(run=run_id, thread=thread_id))
+    return run_id
+
+
+async def ask_stop(db: aiosqlite.Connection, thread_id: int, *, by: str) -> int | None:
+    """:func:`request_stop`, in the thread's log either way (who asked, and which run if any)."""
+    run_id = await request_stop(db, thread_id, by=by)
+    await log_event(db, "run.stop_requested", thread_id=thread_id, run_id=run_id, by=by)
     return run_id
 
 
