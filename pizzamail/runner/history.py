@@ -41,8 +41,14 @@ async def load_context(store: Store, run: Run) -> RunContext:
     trigger = await get_message(store, run.message_id) if run.message_id is not None else None
     messages = await thread_messages(store, run.thread_id)
     if trigger is not None:
-        messages = [m for m in messages if m.id < trigger.id]
+        messages = [m for m in messages if m.id < trigger.id or _answers_earlier_run(m, run)]
     return RunContext(subject=subject, trigger=trigger, earlier=messages)
+
+
+def _answers_earlier_run(message: StoredMessage, run: Run) -> bool:
+    """A mail of an earlier run written after this run's task came: a follow-up queued behind a
+    working run sees what that run answered."""
+    return message.direction == "out" and message.run_id is not None and message.run_id < run.id
 
 
 def history(ctx: RunContext, *, limit: int) -> list[Message]:

@@ -247,7 +247,7 @@ class Runner:
         return await self._stopped(run, await stopped_by(self.store, run.id))
 
     async def _stopped(self, run: Run, by: str) -> str:
-        log.info("run %d stopped (asked by %s)", run.id, by)
+        log.info("run %d: ending it, as %s asked", run.id, by)
         ctx = await load_context(self.store, run)
         return await self._finish(run, self._mails.stopped(ctx.mail(run), by=by), status="stopped")
 
