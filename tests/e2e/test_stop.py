@@ -14,7 +14,7 @@ import pytest
 
 from tests.e2e.harness import BOT, Served, task_mail
 from tests.e2e.test_roundtrip import connect, fetch_all, idle_until_exists
-from tests.fakes.openai_server import FakeOpenAI, gated, text
+from tests.fakes.openai_server import FakeOpenAI, gated, text, tool_call
 
 CRON = "cron@localhost"
 
@@ -132,3 +132,17 @@ def test_a_follow_up_waits_for_the_run_and_reaches_the_model_without_the_quote(
     assert sum("Plan the offsite" in str(m["content"]) for m in follow_up) == 1
     assert {"role": "assistant", "content": "Day 1: hike. Day 2: workshop."} in follow_up
     assert "Head of Offsites" not in json.dumps(follow_up)
+
+
+def test_stop_cancels_an_mcp_call_in_flight(served_ledger: Served, fake_openai: FakeOpenAI) -> None:
+    fake_openai.script([tool_call("ledger__pay", {"payee": "block", "amount": 9}), text("Never.")])
+    served = served_ledger.start()
+    task = task_mail("Pay block 9")
+    served.send(task)
+    served.wait_for("run 1 waiting")
+    [request] = [m for _, m in fetch_all(served) if m["X-Pizzamail-Approval"]]
+    served.send(_reply(request, "approve"))
+    served.wait_for("approved: running it")  # the MCP server's pay never returns
+    served.send(_reply(task, "stop"))
+    served.wait_for("run 1 stopped (stopped mail)", timeout=20)
+    assert len(fake_openai.requests) == 1 and _run_status(served) == "stopped"
