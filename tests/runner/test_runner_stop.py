@@ -124,3 +124,14 @@ async def test_a_stop_with_nothing_running_changes_nothing(harness: Harness) -> 
     async with harness.store.write() as db:
         assert await ask_stop(db, run.thread_id, by="cli") is None
     assert (await get_run(harness.store, run_id)).status == "queued"
+
+
+async def test_a_run_a_crash_left_with_a_stop_asked_ends_stopped_when_resumed(
+    harness: Harness, fake_openai: FakeOpenAI
+) -> None:
+    run_id = await harness.task("Plan it all")
+    assert await claim_next(harness.store, exclude_threads=set()) is not None  # then the process died
+    await _ask_stop(harness.store, run_id, by="cli")  # `pizzamail stop` while nothing serves
+    async with harness.running() as runner:
+        assert await harness.finish(runner, run_id) == "stopped"
+    assert fake_openai.requests == []
