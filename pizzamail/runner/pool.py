@@ -185,7 +185,8 @@ class Runner:
     def halt(self, run_id: int) -> None:
         """Stop a run this runner works on: at once when it waits on the model or a tool, else at
         its next model or tool call (a store write is never cut in half). It ends ``stopped``, with
-        a mail that says so. A run with children (delegation) stops each of them the same way."""
+        a mail that says so. One run at a time, so that a delegating run's stop can call it for each
+        of its children."""
         task = self._working.get(run_id)
         if task is None or run_id in self._halting:
             return
