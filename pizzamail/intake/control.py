@@ -37,7 +37,7 @@ async def record_stop(
         run_id = await ask_stop(db, thread_id, by=by)
         if run_id is None:
             await _not_running(db, blobs, composer, parsed, message_id, thread_id=thread_id, bot=bot)
-    return Stored(thread_id=thread_id, run_id=None)
+    return Stored(thread_id=thread_id, run_id=None, stop=True)
 
 
 async def _not_running(db: aiosqlite.Connection, blobs: BlobStore, composer: Composer, parsed: ParsedMail,

@@ -123,6 +123,8 @@ class IntakeHandler:
             return await self.handle_exception(exc)
         if stored.duplicate:
             return "250 2.0.0 already received; not stored twice"
+        if stored.stop:
+            return f"250 2.0.0 stop recorded in thread {stored.thread_id}"
         if stored.run_id is None:
             return f"250 2.0.0 decision recorded in thread {stored.thread_id}"
         log.info("task stored: thread %s run %s (%d bytes)", stored.thread_id, stored.run_id, len(raw))

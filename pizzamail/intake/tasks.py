@@ -23,6 +23,8 @@ class Stored:
     thread_id: int | None
     run_id: int | None
     duplicate: bool = False
+    stop: bool = False
+    """an approver's ``stop``: recorded, never a task"""
 
 
 async def store_task(

@@ -12,7 +12,7 @@ from email.message import EmailMessage
 
 import pytest
 
-from tests.e2e.harness import BOT, Served, task_mail
+from tests.e2e.harness import BOT, OWNER, Served, task_mail
 from tests.e2e.test_roundtrip import connect, fetch_all, idle_until_exists
 from tests.fakes.openai_server import FakeOpenAI, gated, text, tool_call
 
@@ -59,7 +59,12 @@ async def test_stop_by_reply_ends_the_working_run_and_never_reaches_the_model(
     task = task_mail("Plan the offsite in detail")
     served.send(task)
     fake_openai.wait_requests(1)  # the run waits on the model now
-    served.send(_reply(task, "Stop\n\nSent from my iPhone"))
+    with smtplib.SMTP("127.0.0.1", served.smtp, timeout=10) as client:
+        client.login("me", served.password)
+        stop = _reply(task, "Stop\n\nSent from my iPhone")
+        client.mail(OWNER)
+        client.rcpt(BOT)
+        assert client.data(stop.as_bytes()) == (250, b"2.0.0 stop recorded in thread 1")
     served.wait_for("run 1 stopped (stopped mail)", timeout=20)  # the model's answer never came
     assert _run_status(served) == "stopped"
     assert [k for k, _ in _kinds(served)] == ["stopped"]
