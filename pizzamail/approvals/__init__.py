@@ -6,9 +6,10 @@ imports nothing, so `pizzamail approvals` reads the ledger without loading the m
 
 - :mod:`service` the one service the runner and intake call, and its sweep
 - :mod:`decide`  pure: which action a reply names and what it decides
-- :mod:`reading` pure: which words of a reply the user wrote (quotes, signatures, HTML set aside)
+- :mod:`reading` pure: which words of a reply the user wrote (HTML and the forms of one reply; the
+  plain-text quotes and signatures: :mod:`pizzamail.mail.reply`)
 - :mod:`markup`  pure: an HTML reply as a reader sees it (hidden and struck-out text marked)
-- :mod:`words`   pure: the approval, denial and courtesy words, and the rule for an approval
+- :mod:`words`   pure: the approval, denial, stop and courtesy words, and the rule for an approval
 - :mod:`ledger`  decisions and their state transitions (the rows: :mod:`pizzamail.store.actions`,
   :mod:`pizzamail.store.approvals`)
 - :mod:`release` a resumed run's decided held call turned into the tool step it continues with

@@ -32,12 +32,13 @@ from pizzamail.approvals.words import (
     QUESTION,
     RETRY,
     SKIP,
+    STOP,
     STRONG_APPROVE,
     Words,
-    without_device_lines,
 )
 from pizzamail.mail.ids import message_ids
 from pizzamail.mail.parse import header_text
+from pizzamail.mail.reply import without_device_lines
 
 Kind = Literal["approve", "approve_always", "deny", "edit", "feedback", "retry", "skip", "ignore",
                "send", "expire", "unclear"]
@@ -124,6 +125,19 @@ def read_decision(msg: EmailMessage) -> Decision:
     if releases(decision) and any(_differs(decide(o, names=names), decision) for o in others):
         return _unclear(DISAGREE)
     return decision
+
+
+def asks_to_stop(msg: EmailMessage) -> bool:
+    """Whether a reply says nothing but "stop" (or "cancel"), read like an approval: in every form
+    of the reply (:func:`reading.reply_texts`), its quotes, signature, device line and the sender's
+    name set aside, courtesies allowed ("stop please"), no question, no other word."""
+    names = sender_names(msg)
+    return all(_only_stop(text, names) for text in reply_texts(msg))
+
+
+def _only_stop(text: str, names: Iterable[str]) -> bool:
+    words = Words.of(without_device_lines(text.strip()), names)
+    return words.only(STOP) and words.has(STOP)
 
 
 def releases(decision: Decision) -> bool:

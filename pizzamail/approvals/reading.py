@@ -8,34 +8,20 @@ with a file name — and an attached mail never do. The other forms of the same 
 its HTML with hidden text shown) are read too: :func:`decide.read_decision` runs nothing they do not
 all decide.
 
-What is never the user's own words: quoted lines (``>``) and HTML ``<blockquote>`` at any depth, the
-quoted mail below an attribution ("On … wrote:") or Outlook's headers (found by
-``mail-parser-reply``), a signature below the ``-- `` line (or in a client's signature element), and
-markup that is not shown (:mod:`markup`). Signatures without that line stay: guessing where one
-starts could cut off "but not today".
+What is never the user's own words: what :mod:`pizzamail.mail.reply` sets aside in any plain-text
+reply (quoted lines, the quoted mail below an attribution or Outlook's headers, a signature below the
+``-- `` line), and in HTML a ``<blockquote>`` at any depth, a client's signature element and markup
+that is not shown (:mod:`markup`).
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from email.message import EmailMessage, MIMEPart
 
-from mailparser_reply import EmailReplyParser
-
 from pizzamail.approvals.markup import html_seen
+from pizzamail.mail.reply import own_words, unflow
 
-#: languages whose attribution lines and Outlook headers are recognised
-LANGUAGES = ("en", "de", "fr", "es")
-#: characters a composer writes for a plain space (no-break spaces) or nothing (zero-width)
-_SPACES = re.compile("[\u00a0\u2007\u202f]")
-#: (also direction marks and soft hyphens, which change no letter; the overrides and isolates that
-#: reorder what is shown are not removed, so they make a reply unclear)
-_INVISIBLE = re.compile("[\u200b\u200c\u2060\ufeff\u200e\u200f\u061c\u00ad\u034f]")
-#: the first line of Outlook's header block of the quoted mail, in the languages read
-_FROM = re.compile(r"^[>* ]*(?:from|von|de)[ *]*:", re.IGNORECASE)
-#: the end of an attribution line ("On … wrote:"), which a client may wrap onto two lines
-_ATTRIBUTION = re.compile(r"\b(?:wrote|schrieb|écrit|escribió)\b[\s\S]*:\s*$", re.IGNORECASE)
 #: MIME levels a reply's body may have (clients use three or four), and parts in all
 _DEEPEST, _MOST_PARTS = 24, 200
 
@@ -61,49 +47,6 @@ def reply_text(msg: EmailMessage) -> str:
     return reply_texts(msg)[0]
 
 
-def unflow(text: str, *, delsp: bool = False) -> str:
-    """RFC 3676: join soft-broken lines (ending in a space), undo space-stuffing; the signature
-    separator ``-- `` stays a hard line. Quote depth is kept as a ``> `` prefix."""
-    out: list[str] = []
-    paragraph: list[str] = []
-    for line in text.replace("\r\n", "\n").split("\n"):
-        depth = len(line) - len(line.lstrip(">"))
-        body = line[depth:]
-        body = body[1:] if body.startswith(" ") else body
-        soft = body.endswith(" ") and body != "-- "
-        paragraph.append(body[:-1] if soft and delsp else body)
-        if not soft:
-            out.append("> " * depth + "".join(paragraph))
-            paragraph = []
-    if paragraph:
-        out.append("".join(paragraph))
-    return "\n".join(out)
-
-
-def own_words(text: str) -> str:
-    """The user's part of a plain-text reply (top- or bottom-posted)."""
-    text = _INVISIBLE.sub("", _SPACES.sub(" ", text.replace("\r\n", "\n").replace("\r", "\n")))
-    kept: list[str] = []
-    for line in text.split("\n"):
-        if line == "-- ":  # RFC 3676: the signature follows, added by the client, not typed
-            break
-        if not line.lstrip().startswith(">"):
-            kept.append(line)
-    parsed = EmailReplyParser(languages=list(LANGUAGES)).read("\n".join(kept))
-    found: list[str] = []
-    for reply in parsed.replies:
-        header = str(reply.headers or "").strip()
-        if _quotes_below(header):
-            break  # the quoted mail itself: nothing below it is the user's
-        if header and not _ATTRIBUTION.search(header):  # "To: Bob" / "Cc: Alice", typed by the user
-            found.append(header)
-        # below an "On … wrote:" line the ">" lines are gone: what is left the user wrote between
-        # them. full_body: with what the library would call a signature ("Thanks, but change the
-        # recipient first" starts like one)
-        found.append(str(reply.full_body).strip())
-    return "\n\n".join(f for f in found if f)
-
-
 def _without_signature(text: str, signatures: tuple[str, ...]) -> str:
     """``text`` without its last lines when they are one of ``signatures`` (Outlook marks its
     signature in the HTML part only; its plain part has it as more lines)."""
@@ -113,14 +56,6 @@ def _without_signature(text: str, signatures: tuple[str, ...]) -> str:
         if " ".join(" ".join(lines[start:]).split()) in wanted:
             return "\n".join(lines[:start]).rstrip()
     return text
-
-
-def _quotes_below(header: str) -> bool:
-    """Whether the text below ``header`` is the quoted mail itself: Outlook's "From:/Sent:" block or
-    its "Original Message" line quote without ``>``. (Below an "On … wrote:" line, the ``>`` lines
-    are gone already and what is left is the user's, written between the quotes.)"""
-    lines = header.split("\n")
-    return "original message" in header.lower() or (len(lines) > 1 and any(map(_FROM.match, lines)))
 
 
 @dataclass(frozen=True, kw_only=True)

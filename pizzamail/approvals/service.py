@@ -21,6 +21,7 @@ from email.message import EmailMessage
 
 import aiosqlite
 
+from pizzamail.approvals.decide import asks_to_stop
 from pizzamail.approvals.expiry import expire_and_remind
 from pizzamail.approvals.intake import (
     Decided,
@@ -143,6 +144,13 @@ class Approvals:
     async def routed(self, msg: EmailMessage, recipients: list[str]) -> HeldAction | None:
         """The action a reply answers, or None (then it is a task)."""
         return await routed_action(self.store, msg, recipients)
+
+    async def stops(self, msg: EmailMessage, sender: str) -> bool:
+        """Whether ``msg`` is an approver's "stop" for its thread's working run (read by the rule of
+        an approval: nothing else said). Anyone else's "stop" is an ordinary mail."""
+        if sender.lower() not in self.approvers:
+            return False
+        return await asyncio.to_thread(asks_to_stop, msg)  # pure, but a long reply takes a while
 
     async def sent_draft(self, msg: EmailMessage) -> HeldAction | None:
         """The pending ``draft_email`` a mail to someone else is the sent draft of, or None."""

@@ -50,6 +50,10 @@ COURTESY = frozenset({
     "🙂", "😊", "🙏", "😀", "😃",
 })
 RETRY, SKIP = frozenset({"retry", "again"}), frozenset({"skip"})
+#: a reply of nothing but these (and courtesies) stops the thread's working run
+STOP = frozenset({"stop", "cancel", "abort", "halt", "stopp", "abbrechen", "anhalten", "arrête",
+                  "arrêter", "arrêtez", "annule", "annuler", "annulez", "para", "parar", "detener", "cancela",
+                  "cancelar", "alto"})
 #: words that turn a reply around or put a condition on it; never taken for the sender's name
 #: even if it has them
 _NEVER_A_NAME = frozenset({"not", "never", "don't", "dont", "cancel", "stop", "but", "if", "unless",
@@ -72,12 +76,6 @@ _TOKEN = re.compile("[^\\W\\d_]+(?:['\u2019][^\\W\\d_]+)*|\\d+|\\S")
 _MODIFIERS = re.compile("[\U0001F3FB-\U0001F3FF\uFE0E\uFE0F\u200D]")
 #: "ok…", "ok..", "ok . . .", and a face that is not a smile ("approve :(", "ok ;)")
 _DOUBT = re.compile(r"\.[ \t]?\.|[…‥⋯]|(?<![\w:/])[:;=]'?-?[(\[{/\\|]|(?<![\w:/]);-?[)\]D]")
-_DEVICE = re.compile(
-    r"^(sent from( my)?|sent with|get outlook for|von meinem|gesendet von( meinem)?|envoyé de mon"
-    r"|envoyé depuis( mon)?|enviado desde mi|inviato da( mio| dal mio)?)\b[\w .'-]{0,40}$", re.IGNORECASE)
-_DEVICE_LAST = frozenset({"iphone", "ipad", "android", "ios", "phone", "smartphone", "mobile", "handy",
-                          "device", "windows", "blackberry", "tablet", "mail", "outlook", "galaxy", "watch",
-                          "gesendet", "móvil", "movil", "portable", "mac", "pixel", "samsung", "mobiel"})
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -128,24 +126,7 @@ def _joined(tokens: list[str]) -> list[str]:
     return out
 
 
-def without_device_lines(text: str) -> str:
-    """``text`` without the "Sent from my iPhone" lines a phone adds at its end."""
-    lines = text.rstrip().split("\n")
-    while lines and _is_device_line(lines[-1].strip()):
-        lines.pop()
-        while lines and not lines[-1].strip():
-            lines.pop()
-    return "\n".join(lines)
-
-
-def _is_device_line(line: str) -> bool:
-    if _DEVICE.match(line) is None:
-        return False
-    words = re.findall(r"[^\W\d_]+", line.lower())
-    return bool(words) and words[-1] in _DEVICE_LAST
-
-
 def _name_words(names: Iterable[str]) -> frozenset[str]:
     """The words of the sender's display name, except any that could change a decision."""
     found = {w.lower() for name in names for w in re.findall(r"[^\W\d_]+", name)}
-    return frozenset(found - DENY - ALWAYS - CHANGE_OF_MIND - APPROVE - RETRY - SKIP - _NEVER_A_NAME)
+    return frozenset(found - DENY - ALWAYS - CHANGE_OF_MIND - APPROVE - RETRY - SKIP - STOP - _NEVER_A_NAME)

@@ -35,6 +35,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "schedule": ("triggers", "Recurring tasks: a prompt started at set times, each schedule in one thread."),
     "serve": ("serve", "Run the SMTP and IMAP servers and the agent runner until Ctrl-C."),
     "skills": ("skills", "Agent Skills: folders with a SKILL.md in skills/ and in [skills] paths."),
+    "stop": ("stop", "Stop the run working in THREAD (and its queued follow-ups); the thread gets a "
+             "\"Stopped\" mail."),
     "task": ("threads", "Give the agent a task without writing a mail; the answer arrives in INBOX."),
     "threads": ("threads", "List threads, newest first, with their status."),
     "triggers": ("triggers", "Every trigger (schedules, webhooks, senders, watched mailboxes) with its last "

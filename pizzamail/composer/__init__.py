@@ -53,7 +53,8 @@ class MailContext:
 @dataclass(frozen=True, kw_only=True)
 class Composed:
     kind: str
-    """``reply``, ``error``, ``notice``, ``waiting`` (a call held for approval) or ``progress``"""
+    """``reply``, ``error``, ``notice``, ``waiting`` (a call held for approval), ``progress`` or
+    ``stopped``"""
     message: EmailMessage
     message_id: str
     in_reply_to: str | None
@@ -137,6 +138,14 @@ class Composer:
         body = self.render("notice.md.j2", message=error.message, hint=error.hint or "",
                            **self._names(ctx)).strip()
         return self._compose("notice", ctx, body)
+
+    def stopped(self, ctx: MailContext, *, by: str) -> Composed:
+        """A run ended on the user's ``stop`` (``by``: their address, or ``cli``)."""
+        return self._compose("stopped", ctx, self.render("stopped.md.j2", by=by).strip())
+
+    def not_running(self, ctx: MailContext) -> Composed:
+        """The answer to a ``stop`` when nothing in the thread is running: nothing changed."""
+        return self._compose("notice", ctx, self.render("not_running.md.j2").strip())
 
     def _names(self, ctx: MailContext) -> dict[str, Any]:
         return {"thread_id": ctx.thread_id, "run_id": ctx.run_id, "agent_name": self._agent(ctx).name}

@@ -28,10 +28,12 @@ from pizzamail.approvals.service import Approvals
 from pizzamail.auth import Accounts, Login
 from pizzamail.errors import PizzamailError, SmtpRefusal, Unavailable
 from pizzamail.guard import Gate, TokenBucket, Visitor
+from pizzamail.intake.control import record_stop
 from pizzamail.intake.tasks import Stored, store_task
 from pizzamail.mail.parse import ParsedMail, parse_bytes, parsed_mail
 from pizzamail.store import Store
 from pizzamail.store.blobs import BlobStore
+from pizzamail.store.threads import thread_for_references
 
 log = logging.getLogger("pizzamail.intake")
 
@@ -131,6 +133,8 @@ class IntakeHandler:
             return "250 2.0.0 already received; not stored twice"
         if stored.noted:
             return f"250 2.0.0 recorded in thread {stored.thread_id}; no agent in To, so none runs"
+        if stored.stop:
+            return f"250 2.0.0 stop recorded in thread {stored.thread_id}"
         if stored.run_id is None:
             return f"250 2.0.0 decision recorded in thread {stored.thread_id}"
         log.info("task stored: thread %s run %s (%d bytes)", stored.thread_id, stored.run_id, len(raw))
@@ -156,6 +160,9 @@ class IntakeHandler:
         decided = await self._decision(raw, parsed, msg, envelope, login)
         if decided is not None:
             return decided
+        stopped = await self._stop(raw, parsed, msg, login)
+        if stopped is not None:
+            return stopped
         agent = addressed_agent(envelope.rcpt_tos, msg, self.agents)
         return await store_task(self.store, self.blobs, raw, parsed, agent=agent or self._agent_for(
             envelope.rcpt_tos), domain=self.domain, runs=agent is not None)
@@ -177,6 +184,19 @@ class IntakeHandler:
                                               sender=self._agent_for(envelope.rcpt_tos))
         log.info("decision on action %d: %s", action.id, "applied" if decided.applied else "no change")
         return Stored(thread_id=decided.thread_id, run_id=None, duplicate=decided.duplicate)
+
+    async def _stop(self, raw: bytes, parsed: ParsedMail, msg: EmailMessage, login: Login) -> Stored | None:
+        """An approver's "stop" in a thread: recorded here, never a task (:mod:`.control`); None
+        for any other mail, and for anyone else's "stop", which is an ordinary task."""
+        if self.approvals is None or not login.approve:
+            return None
+        thread_id = await thread_for_references(self.store, parsed.thread_refs())
+        if thread_id is None or not await self.approvals.stops(msg, parsed.sender or ""):
+            return None
+        stored = await record_stop(self.store, self.blobs, self.approvals.composer, raw, parsed,
+                                   thread_id=thread_id, bot=min(self.agents), domain=self.domain)
+        log.info("stop asked in thread %d", thread_id)
+        return stored
 
     async def _draft_sent(
         self, raw: bytes, parsed: ParsedMail, msg: EmailMessage, outsiders: list[str]

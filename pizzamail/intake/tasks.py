@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pizzamail.mail.build import Outgoing, build_mail
 from pizzamail.mail.ids import new_message_id
 from pizzamail.mail.parse import ParsedMail, parse_mail
+from pizzamail.mail.reply import user_words
 from pizzamail.store import Store
 from pizzamail.store.blobs import BlobStore
 from pizzamail.store.mailwriter import add_received, add_task, received_row
@@ -24,6 +25,8 @@ class Stored:
     duplicate: bool = False
     noted: bool = False
     """recorded in its thread without a run: no agent was addressed in To (only in Cc)"""
+    stop: bool = False
+    """an approver's ``stop``: recorded, never a task"""
 
 
 async def store_task(
@@ -40,7 +43,7 @@ async def store_task(
         if await message_exists(db, message_id):
             return Stored(thread_id=None, run_id=None, duplicate=True)
         row = received_row(parsed, blob, message_id=message_id, kind="task", sender=parsed.sender or "",
-                           body=task_text(parsed))
+                           body=task_text(parsed, follow_up=thread_id is not None))
         if not runs:
             noted = await add_received(db, row, thread_id=thread_id, agent=agent, event="mail.copied",
                                        size=len(raw))
@@ -50,9 +53,11 @@ async def store_task(
     return Stored(thread_id=task.thread_id, run_id=task.run_id)
 
 
-def task_text(parsed: ParsedMail) -> str:
-    """What the model is given: the body, or the subject when the body is empty."""
-    text = parsed.body or parsed.subject
+def task_text(parsed: ParsedMail, *, follow_up: bool = False) -> str:
+    """What the model is given: the body, or the subject when the body is empty. A follow-up in a
+    thread gives only the user's own words: the mails it quotes are in the thread's history already
+    (a thread's first mail keeps all of its text: what a forward carries is the task's content)."""
+    text = (user_words(parsed.body) if follow_up else parsed.body) or parsed.subject
     if parsed.attachments:
         text += "\n\n[attached: " + ", ".join(parsed.attachments) + "]"
     return text

@@ -14,6 +14,8 @@ from pizzamail.store.threads import get_message, thread_messages, thread_subject
 
 #: bot mails that are the model's own words; errors and notices are ours, not the model's
 _SPOKEN_BY_MODEL = frozenset({"reply"})
+#: the user's mails that steer the runner (``stop``): never the model's to read
+_CONTROL = frozenset({"stop"})
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -43,13 +45,20 @@ async def load_context(store: Store, run: Run, agent: Agent) -> RunContext:
     trigger = await get_message(store, run.message_id) if run.message_id is not None else None
     messages = await thread_messages(store, run.thread_id)
     if trigger is not None:
-        messages = [m for m in messages if m.id < trigger.id]
+        messages = [m for m in messages if m.id < trigger.id or _answers_earlier_run(m, run)]
     return RunContext(subject=subject, trigger=trigger, earlier=messages, agent=agent)
+
+
+def _answers_earlier_run(message: StoredMessage, run: Run) -> bool:
+    """A mail of an earlier run written after this run's task came: a follow-up queued behind a
+    working run sees what that run answered."""
+    return message.direction == "out" and message.run_id is not None and message.run_id < run.id
 
 
 def history(ctx: RunContext, *, limit: int) -> list[Message]:
     """The thread in order: the user's mails as user turns, the bot's replies as assistant turns."""
-    shown = [m for m in ctx.earlier if m.direction == "in" or m.kind in _SPOKEN_BY_MODEL][-limit:]
+    shown = [m for m in ctx.earlier
+             if (m.direction == "in" and m.kind not in _CONTROL) or m.kind in _SPOKEN_BY_MODEL][-limit:]
     turns = [_turn(m) for m in shown]
     if ctx.trigger is not None:
         turns.append(_turn(ctx.trigger))

@@ -3,7 +3,8 @@
 Workers wait on a wake-up event (``wake()``, on every :class:`RunQueued` the store publishes) with a
 slow poll as fallback, so runs queued by another process (``pizzamail task``) are found too. Every run
 ends with exactly one mail in its thread: the reply, an error report, or a notice that no model is
-configured. A run interrupted by ``stop()`` goes back to the queue and resumes from its checkpoints.
+configured. A run interrupted by ``stop()`` goes back to the queue and resumes from its checkpoints;
+a run asked to stop (:meth:`Runner.halt`) ends ``stopped`` with a mail that says so.
 """
 
 from __future__ import annotations
@@ -29,12 +30,13 @@ from pizzamail.runner.history import RunContext, history, load_context
 from pizzamail.runner.limits import Limits, run_notes, usage_of
 from pizzamail.runner.loop import drive
 from pizzamail.runner.outcome import conclude
+from pizzamail.runner.stops import StopWatch
 from pizzamail.runner.workspace import attachments, workspace_for
 from pizzamail.secrets import SecretStore
 from pizzamail.store import Store
 from pizzamail.store.actions import HeldAction
 from pizzamail.store.blobs import BlobStore
-from pizzamail.store.events import RunQueued
+from pizzamail.store.events import RunQueued, StopRequested
 from pizzamail.store.mailwriter import message_row
 from pizzamail.store.runs import (
     Run,
@@ -43,6 +45,7 @@ from pizzamail.store.runs import (
     release_runs,
     requeue_interrupted,
     steps_of,
+    stopped_by,
     thread_sources,
 )
 from pizzamail.store.threads import NewMessage
@@ -97,6 +100,9 @@ class Runner:
     _interrupted: list[int] = field(default_factory=list, init=False)
     _kick: asyncio.Event = field(default_factory=asyncio.Event, init=False)
     _busy: dict[int, int] = field(default_factory=dict, init=False)  # run id -> thread id
+    _working: dict[int, asyncio.Task[Any]] = field(default_factory=dict, init=False)  # run id -> its worker
+    _halting: set[int] = field(default_factory=set, init=False)  # runs asked to stop
+    _watch: StopWatch | None = field(default=None, init=False, repr=False)
     _alone: int | None = field(default=None, init=False)  # a run a crash cut off: nothing runs beside it
     _claiming: asyncio.Lock = field(default_factory=asyncio.Lock, init=False)
     _outcomes: dict[int, str] = field(default_factory=dict, init=False)
@@ -104,7 +110,7 @@ class Runner:
     _new_provider: Callable[[str], Provider] = field(init=False, repr=False)
     _mails: Composer = field(init=False, repr=False)
     _filer: Filer = field(init=False, repr=False)
-    _unsubscribe: Callable[[], None] | None = field(default=None, init=False, repr=False)
+    _unsubscribe: list[Callable[[], None]] = field(default_factory=list, init=False, repr=False)
     _approvals: Approvals = field(init=False, repr=False)
     _notices: dict[int, str] = field(default_factory=dict, init=False)  # run id -> provider notice
 
@@ -131,7 +137,10 @@ class Runner:
         if requeued:
             log.info("resuming %d interrupted run(s): %s", len(requeued), requeued)
         self._stopping = False
-        self._unsubscribe = self.store.events.subscribe(RunQueued, lambda _: self.wake())
+        self._unsubscribe = [self.store.events.subscribe(RunQueued, lambda _: self.wake()),
+                             self.store.events.subscribe(StopRequested, lambda e: self.halt(e.run))]
+        self._watch = await StopWatch(store=self.store, working=lambda: list(self._working),
+                                      halt=self.halt).__aenter__()
         self._kick.set()  # look at the queue at once
         self._tasks = [asyncio.create_task(self._worker(), name=f"pizzamail-runner-{n}")
                        for n in range(self.config.runner.concurrency)]
@@ -145,14 +154,17 @@ class Runner:
         and stops at its next model or tool call.
         """
         self._stopping = True
-        if self._unsubscribe is not None:
-            self._unsubscribe()
-            self._unsubscribe = None
+        for unsubscribe in self._unsubscribe:
+            unsubscribe()
+        self._unsubscribe = []
         self._kick.set()  # idle workers wake up and leave
         for task in list(self._cancellable):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         self._tasks = []
+        if self._watch is not None:
+            await self._watch.__aexit__(None, None, None)
+            self._watch = None
         interrupted, self._interrupted = self._interrupted, []
         await release_runs(self.store, interrupted)
         if interrupted:
@@ -172,6 +184,19 @@ class Runner:
     @property
     def running(self) -> bool:
         return any(not t.done() for t in self._tasks)
+
+    def halt(self, run_id: int) -> None:
+        """Stop a run this runner works on: at once when it waits on the model or a tool, else at
+        its next model or tool call (a store write is never cut in half). It ends ``stopped``, with
+        a mail that says so. One run at a time, so that a delegating run's stop can call it for each
+        of its children."""
+        task = self._working.get(run_id)
+        if task is None or run_id in self._halting:
+            return
+        self._halting.add(run_id)
+        log.info("run %d: stop asked", run_id)
+        if task in self._cancellable:
+            task.cancel()
 
     def forget(self, run_id: int) -> None:
         """Forget a finished run's outcome: a waiting run resumed by a decision finishes again."""
@@ -193,18 +218,42 @@ class Runner:
                 continue
             self._kick.set()  # there may be more queued: let another idle worker look too
             try:
-                await self._file_task()
-                status = await self.work(run)
-            except asyncio.CancelledError:
-                self._interrupted.append(run.id)
-                raise
+                status = await self._run(run)
             except Exception:  # e.g. the database failed while recording the end: keep the worker
                 log.exception("run %d could not be finished; it resumes at the next start", run.id)
                 status = "interrupted"
             finally:
                 self._busy.pop(run.id, None)
+                self._working.pop(run.id, None)
+                self._halting.discard(run.id)
                 self._not_alone(run.id)
             self._record_outcome(run.id, status)
+
+    async def _run(self, run: Run) -> str:
+        """``work`` on ``run``, or end it ``stopped`` when that was asked (before it started, too:
+        a run a crash cut off may come back with a stop already asked)."""
+        task = asyncio.current_task()
+        assert task is not None
+        self._working[run.id] = task
+        if self._watch is not None:
+            self._watch.run_started()
+        try:
+            if run.stop_requested:
+                return await self._stopped(run, run.stop_requested)
+            await self._file_task()
+            return await self.work(run)
+        except asyncio.CancelledError:
+            if self._stopping or run.id not in self._halting:
+                self._interrupted.append(run.id)
+                raise
+            if task.cancelling():
+                task.uncancel()  # this cancel was the run's stop, not the worker's
+        return await self._stopped(run, await stopped_by(self.store, run.id))
+
+    async def _stopped(self, run: Run, by: str) -> str:
+        log.info("run %d: ending it, as %s asked", run.id, by)
+        ctx = await load_context(self.store, run, self.config.agent_at(run.agent) or self.config.main_agent)
+        return await self._finish(run, self._mails.stopped(ctx.mail(run), by=by), status="stopped")
 
     def _record_outcome(self, run_id: int, status: str) -> None:
         self._outcomes[run_id] = status
@@ -219,7 +268,7 @@ class Runner:
         """The only stretch in which ``stop()`` cancels a worker: a model or tool call."""
         task = asyncio.current_task()
         assert task is not None
-        if self._stopping:
+        if self._stopping or any(self._working.get(r) is task for r in self._halting):
             raise asyncio.CancelledError
         self._cancellable.add(task)
         try:

@@ -49,6 +49,14 @@ class RunQueued(CommitEvent):
 
 
 @dataclass(frozen=True, kw_only=True)
+class StopRequested(CommitEvent):
+    """Someone asked a working run to stop (by reply, or ``pizzamail stop``)."""
+
+    run: int
+    thread: int
+
+
+@dataclass(frozen=True, kw_only=True)
 class ScheduleChanged(CommitEvent):
     name: str
 

@@ -371,6 +371,14 @@ MIGRATIONS: list[tuple[str, str]] = [
         ALTER TABLE runs ADD COLUMN agent TEXT
         """,
     ),
+    (
+        # A stop asked for by reply or by `pizzamail stop`: who asked (the address, or "cli"). The
+        # runner working on the run cancels it; a run a crash left with one ends stopped when resumed.
+        "017_stop",
+        """
+        ALTER TABLE runs ADD COLUMN stop_requested TEXT
+        """,
+    ),
 ]
 
 

@@ -9,7 +9,8 @@ from typing import Any
 import aiosqlite
 
 from pizzamail.store import Store, now
-from pizzamail.store.events import RunQueued, record
+from pizzamail.store.events import RunQueued, StopRequested, record
+from pizzamail.store.threads import log_event
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -38,6 +39,8 @@ class Run:
     """crashes of the process in a row that cut this run off before it checkpointed a new step"""
     agent: str | None = None
     """the address of the agent this run is of (``research@…``); None: the main agent"""
+    stop_requested: str | None = None
+    """who asked this run to stop (an address, or ``cli``); the runner ends it ``stopped``"""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -153,7 +156,7 @@ async def finish_run(
         "UPDATE runs SET status = ?, error = ?, model = coalesce(?, model), finished_at = ?,"
         " crashes = 0 WHERE id = ?", (status, error, model, now(), run.id),
     )
-    thread_status = "done" if status == "done" else "failed"
+    thread_status = status if status in ("done", "stopped") else "failed"
     await db.execute(
         "UPDATE threads SET status = ?, updated_at = ? WHERE id = ?",
         (thread_status, now(), run.thread_id),
@@ -201,3 +204,53 @@ async def resume_waiting(db: aiosqlite.Connection, run_id: int, thread_id: int) 
     if cursor.rowcount == 1:
         record(db, RunQueued(run=run_id, thread=thread_id))
     await db.execute("UPDATE threads SET status = 'queued', updated_at = ? WHERE id = ?", (now(), thread_id))
+
+
+async def request_stop(db: aiosqlite.Connection, thread_id: int, *, by: str) -> int | None:
+    """Ask the thread's working run to stop, and end the follow-ups queued behind it, which never
+    start. The run asked, or None when none was working (then nothing changes).
+
+    Only the request is written here: the runner working on the run cancels it and writes its end
+    (told by :class:`StopRequested` in this process; another process's runner notices the row)."""
+    async with db.execute("SELECT id FROM runs WHERE thread_id = ? AND status = 'running'",
+                          (thread_id,)) as cursor:
+        row = await cursor.fetchone()
+    if row is None:
+        return None
+    run_id = int(row[0])
+    await db.execute("UPDATE runs SET stop_requested = coalesce(stop_requested, ?) WHERE id = ?",
+                     (by, run_id))
+    await db.execute("UPDATE runs SET status = 'stopped', error = 'stopped before it started',"
+                     " finished_at = ? WHERE thread_id = ? AND status = 'queued'", (now(), thread_id))
+    record(db, StopRequested(run=run_id, thread=thread_id))
+    return run_id
+
+
+async def ask_stop(db: aiosqlite.Connection, thread_id: int, *, by: str) -> int | None:
+    """:func:`request_stop`, in the thread's log either way (who asked, and which run if any)."""
+    run_id = await request_stop(db, thread_id, by=by)
+    await log_event(db, "run.stop_requested", thread_id=thread_id, run_id=run_id, by=by)
+    return run_id
+
+
+async def stops_requested(store: Store, run_ids: list[int]) -> list[int]:
+    """Which of ``run_ids`` are still running with a stop asked for."""
+    if not run_ids:
+        return []
+    marks = ", ".join("?" * len(run_ids))
+    rows = await store.fetchall(f"SELECT id FROM runs WHERE stop_requested IS NOT NULL AND status ="
+                                f" 'running' AND id IN ({marks})", run_ids)
+    return [int(r[0]) for r in rows]
+
+
+async def last_run(db: aiosqlite.Connection, thread_id: int) -> int | None:
+    """The thread's latest run, whatever its state (a mail about the thread names it)."""
+    async with db.execute("SELECT max(id) FROM runs WHERE thread_id = ?", (thread_id,)) as cursor:
+        row = await cursor.fetchone()
+    return int(row[0]) if row and row[0] is not None else None
+
+
+async def stopped_by(store: Store, run_id: int) -> str:
+    """Who asked ``run_id`` to stop (``""`` when nobody did)."""
+    row = await store.fetchone("SELECT stop_requested FROM runs WHERE id = ?", (run_id,))
+    return str(row[0]) if row and row[0] else ""

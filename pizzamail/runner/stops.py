@@ -1,0 +1,72 @@
+"""Stops asked for by another process (``pizzamail stop``), noticed within a second.
+
+A stop asked in this process (a reply through intake) arrives as a :class:`StopRequested` commit
+event. Another process's commit publishes nothing here, so while runs are working one task reads the
+store's data version every ``interval`` (one cheap read however many runs work, the read the
+scheduler makes too) and looks up the working runs' stop requests only when it moved. With no run
+working it reads nothing: it waits until one starts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from pizzamail.store import Store
+from pizzamail.store.runs import stops_requested
+from pizzamail.store.schedules import data_version
+
+log = logging.getLogger("pizzamail.runner")
+
+
+@dataclass(kw_only=True)
+class StopWatch:
+    """A long-lived part (``async with``) of the runner."""
+
+    store: Store
+    working: Callable[[], list[int]]
+    """the runs working in this process now"""
+    halt: Callable[[int], None]
+    """stops one of them"""
+    interval: float = 0.5
+    _started: asyncio.Event = field(default_factory=asyncio.Event, init=False)
+    _task: asyncio.Task[None] | None = field(default=None, init=False)
+
+    def run_started(self) -> None:
+        self._started.set()
+
+    async def __aenter__(self) -> StopWatch:
+        self._task = asyncio.create_task(self._loop(), name="pizzamail-stop-watch")
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+
+    async def _loop(self) -> None:
+        seen: int | None = None
+        while True:
+            await self._started.wait()
+            await asyncio.sleep(self.interval)
+            working = self.working()
+            if not working:  # nothing to stop: wait for the next run without reading
+                self._started.clear()
+                seen = None
+                continue
+            try:
+                seen = await self._look(working, seen)
+            except Exception:  # the database may be busy: look again at the next turn
+                log.exception("could not look for stop requests")
+
+    async def _look(self, working: list[int], seen: int | None) -> int:
+        version = await data_version(self.store)
+        if version != seen:
+            for run_id in await stops_requested(self.store, working):
+                self.halt(run_id)
+        return version
