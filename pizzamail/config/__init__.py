@@ -21,6 +21,7 @@ from pizzamail.config.named import check_name, check_required
 from pizzamail.config.sections import (
     BUILTIN_PROVIDERS,
     AccountSettings,
+    ActivitySettings,
     AgentSettings,
     ApprovalsSettings,
     McpServerSettings,
@@ -51,6 +52,7 @@ __all__ = [
     "POLICIES",
     "AccountSettings",
     "AgentSettings",
+    "ActivitySettings",
     "ApprovalsSettings",
     "Config",
     "HookSettings",
@@ -90,6 +92,7 @@ class Config:
     skills: SkillsSettings = Field(default_factory=SkillsSettings)
     approvals: ApprovalsSettings = Field(default_factory=ApprovalsSettings)
     relay: RelaySettings = Field(default_factory=RelaySettings)
+    activity: ActivitySettings = Field(default_factory=ActivitySettings)
     schedules: dict[str, ScheduleSettings] = Field(default_factory=dict)
     hooks: dict[str, HookSettings] = Field(default_factory=dict)
     senders: dict[str, SenderSettings] = Field(default_factory=dict)
