@@ -2,11 +2,12 @@
 
 Parts start in order inside an ``AsyncExitStack`` (store, mailbox, filing, the Action folder's sync,
 the Activity board, MCP servers, scheduler, runner, approvals sweep, SMTP/IMAP/HTTP, watches) and
-stop in reverse when the stack is left, so a signal or an error leaves nothing running and no file half written. Parts
-never call each other back: they follow the store's commit events (a message added is filed, a
-queued run wakes the runner, a changed schedule wakes the scheduler, a decided action updates the
-Action folder). Every port is bound first: a port taken by another program stops the start
-before the store is opened or a run resumed.
+stop in reverse when the stack is left, so a signal or an error leaves nothing running and no file
+half written. Parts never call each other back: they follow the store's commit events (a message
+added is filed, a queued run wakes the runner, a changed schedule wakes the scheduler, a decided
+action updates the Action folder, a run that moves updates the Activity board). Every port is
+bound first: a port taken by another program stops the start before the store is opened or a run
+resumed.
 """
 
 from __future__ import annotations
