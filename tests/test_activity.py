@@ -162,7 +162,7 @@ async def test_after_a_crash_between_delivery_and_expunge_the_start_leaves_one_m
     run = await claim(store)
     await step(store, run, 1, "web__fetch")
     # the new mail's file written, then kill -9: neither indexed nor the old one expunged
-    [current] = await board_runs(store, finished_since="")
+    [current] = await board_runs(store, finished_since=START)
     mail = status_mail(current, text="working", agent="bot@pizzamail.localhost", agent_name="bot",
                        owner="me@pizzamail.localhost", domain="pizzamail.localhost", date=START)
     folder = await mailbox.folder(ACTIVITY_FOLDER)

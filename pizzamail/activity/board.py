@@ -39,11 +39,6 @@ from pizzamail.store.mailindex import Folder
 ACTIVITY_FOLDER = "Activity"
 
 
-def stamp(moment: datetime) -> str:
-    """The store's timestamp form (UTC, seconds), which sorts as text."""
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 @dataclass(kw_only=True)
 class Board:
     """Brings ``Activity`` in line with the runs, one :meth:`sync` at a time."""
@@ -67,7 +62,7 @@ class Board:
             folder = await self.mailbox.folder(ACTIVITY_FOLDER) or await self.mailbox.create_folder(
                 ACTIVITY_FOLDER)
             present = {row.name: row.uid for row in await self.mailbox.messages(folder)}
-            runs = await board_runs(self.store, finished_since=stamp(now - self.config.activity.keep))
+            runs = await board_runs(self.store, finished_since=now - self.config.activity.keep)
             kept: set[str] = set()
             due: list[float] = []
             for run in runs:

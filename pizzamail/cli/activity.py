@@ -38,6 +38,5 @@ def _state(run: BoardRun) -> str:
 
 
 async def _runs(app: App) -> list[BoardRun]:
-    since = datetime.now(UTC) - app.config.activity.keep
     async with Store(path=app.home.database) as store:
-        return await board_runs(store, finished_since=since.strftime("%Y-%m-%dT%H:%M:%SZ"))
+        return await board_runs(store, finished_since=datetime.now(UTC) - app.config.activity.keep)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 from pizzamail.store import Store
 
@@ -43,8 +44,9 @@ class ProgressNote:
     blob: str
 
 
-async def board_runs(store: Store, *, finished_since: str) -> list[BoardRun]:
-    """Runs not over yet, and those that ended at or after ``finished_since``; oldest first."""
+async def board_runs(store: Store, *, finished_since: datetime) -> list[BoardRun]:
+    """Runs not over yet, and those that ended at or after ``finished_since``; oldest first. The last
+    tool is read for runs not over yet only: a finished run's mail does not name it."""
     marks = ", ".join("?" * len(ACTIVE))
     rows = await store.fetchall(
         "SELECT r.id, r.thread_id, r.status, r.error, r.created_at, r.started_at, r.finished_at,"
@@ -52,12 +54,13 @@ async def board_runs(store: Store, *, finished_since: str) -> list[BoardRun]:
         " (SELECT count(*) FROM steps s WHERE s.run_id = r.id AND s.kind = 'model') AS steps"
         " FROM runs r JOIN threads t ON t.id = r.thread_id LEFT JOIN messages m ON m.id = r.message_id"
         f" WHERE r.status IN ({marks}) OR r.finished_at >= ? ORDER BY r.id",
-        (*ACTIVE, finished_since),
+        (*ACTIVE, finished_since.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")),  # as now() writes
     )
     return [BoardRun(run=int(r["id"]), thread=int(r["thread_id"]), status=str(r["status"]),
                      subject=str(r["subject"]), task_id=r["message_id"],
                      task_refs=str(r["refs"] or "").split(), steps=int(r["steps"]),
-                     last_tool=await last_tool(store, int(r["id"])), error=r["error"],
+                     last_tool=await last_tool(store, int(r["id"])) if r["status"] in ACTIVE else None,
+                     error=r["error"],
                      created_at=str(r["created_at"]), started_at=r["started_at"],
                      finished_at=r["finished_at"]) for r in rows]
 
