@@ -4,6 +4,7 @@ races through steps, removed after ``keep_finished``, and put right at start aft
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from email import message_from_bytes
 from email.message import EmailMessage
@@ -11,12 +12,12 @@ from email.policy import default
 
 from pizzamail.activity.board import ACTIVITY_FOLDER, Board
 from pizzamail.activity.live import LiveBoard
-from pizzamail.activity.status import status_mail, status_name
+from pizzamail.activity.status import status_mail, status_name, status_subject
 from pizzamail.composer import Composer
 from pizzamail.config import ActivitySettings, Config
 from pizzamail.mailbox import Mailbox, maildir
 from pizzamail.store import Store
-from pizzamail.store.activity import board_runs
+from pizzamail.store.activity import BoardRun, board_runs
 from pizzamail.store.blobs import BlobStore
 from pizzamail.store.events import RunChanged
 from pizzamail.store.mailwriter import add_mail, add_task
@@ -199,3 +200,13 @@ async def test_every_store_function_that_moves_a_run_records_it(store: Store) ->
     await finish(store, run, "waiting")
     assert seen == [(run_id, "queued"), (run_id, "running"), (run_id, "running"), (run_id, "running"),
                     (run_id, "waiting")]
+
+
+def test_the_subject_says_the_state_the_step_and_the_last_tool() -> None:
+    run = BoardRun(run=1, thread=1, status="waiting", subject="Send the invoice", task_id=None, task_refs=[],
+                   steps=3, last_tool="draft_email", error=None, created_at="", started_at=None,
+                   finished_at=None)
+    assert status_subject(run) == "[waiting for approval] Send the invoice — step 3, draft_email"
+    queued = replace(run, status="queued", steps=0, last_tool=None)
+    assert status_subject(queued) == "[queued] Send the invoice"
+    assert status_subject(replace(run, status="failed", steps=1)) == "[failed] Send the invoice — 1 step"
