@@ -102,7 +102,8 @@ class Board:
         same = any((found := shown_run(n)) is not None and found[1] == run.status for n in shown)
         if last is None or not same or run.status in FINAL:
             return 0.0
-        return max(0.0, self.interval - (now - last).total_seconds())
+        # bounded both ways: a clock set back must not hold a run's mail back for the difference
+        return min(self.interval, max(0.0, self.interval - (now - last).total_seconds()))
 
     def _text(self, run: BoardRun) -> str:
         return self.composer.render(

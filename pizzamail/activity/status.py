@@ -78,5 +78,6 @@ def status_mail(run: BoardRun, *, text: str, agent: str, agent_name: str, owner:
     return build_mail(
         sender=formataddr((agent_name, agent)), to=owner, subject=status_subject(run), text=text,
         message_id=f"{status_name(run)}@{domain}", in_reply_to=parent, references=references,
-        date=date, headers=[("X-Pizzamail-Thread", str(run.thread)), ("X-Pizzamail-Run", str(run.run))],
+        date=date, headers=[("X-Pizzamail-Thread", str(run.thread)), ("X-Pizzamail-Run", str(run.run)),
+                            ("X-Pizzamail-Kind", "status")],
     )
