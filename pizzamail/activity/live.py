@@ -30,22 +30,31 @@ class LiveBoard:
     _unsubscribe: list[Callable[[], None]] = field(default_factory=list, init=False)
 
     async def __aenter__(self) -> LiveBoard:
-        await self.board.sync()
         self._leaving = False
+        # listening first: a change during the first pass is shown by the pass after it
         self._unsubscribe = [self.events.subscribe(RunChanged, self._changed),
                              self.events.subscribe(MessageAdded, self._added)]
+        try:
+            await self.board.sync()
+        except BaseException:
+            self._deaf()
+            raise
         self._task = asyncio.create_task(self._loop(), name="pizzamail-activity")
         return self
 
     async def __aexit__(self, *exc: object) -> None:
         """Not cancelled: a pass under way finishes its delivery and expunge."""
-        for unsubscribe in self._unsubscribe:
-            unsubscribe()
+        self._deaf()
         self._leaving = True
         self._kick.set()
         if self._task is not None:
             await self._task
             self._task = None
+
+    def _deaf(self) -> None:
+        for unsubscribe in self._unsubscribe:
+            unsubscribe()
+        self._unsubscribe = []
 
     def _changed(self, _: RunChanged) -> None:
         self._kick.set()
