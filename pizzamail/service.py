@@ -168,7 +168,7 @@ class Service:
                    name="the Action folder's sync"),
             # one status mail per run in Activity; reconciled before the runner resumes runs
             LiveBoard(board=Board(store=store, mailbox=mailbox, blobs=blobs, composer=composer,
-                                  config=self.config), events=store.events),
+                                  config=self.config, file_mail=filer.run), events=store.events),
             hub,  # MCP servers: stopped after the runner
             Scheduler(store=store, blobs=blobs, config=self.config),  # before the runner resumes runs
             runner,

@@ -16,6 +16,7 @@ from pizzamail.activity.status import status_mail, status_name, status_subject
 from pizzamail.composer import Composer
 from pizzamail.config import ActivitySettings, Config
 from pizzamail.mailbox import Mailbox, maildir
+from pizzamail.mailbox.filing import Filer
 from pizzamail.store import Store
 from pizzamail.store.activity import BoardRun, board_runs
 from pizzamail.store.blobs import BlobStore
@@ -39,13 +40,16 @@ def board(store: Store, mailbox: Mailbox, blobs: BlobStore, clock: Clock, *, int
           config: Config | None = None) -> Board:
     config = config or Config()
     return Board(store=store, mailbox=mailbox, blobs=blobs, composer=Composer(config=config),
-                 config=config, interval=interval, clock=clock)
+                 config=config, file_mail=Filer(mailbox=mailbox, blobs=blobs).run, interval=interval,
+                 clock=clock)
 
 
-async def new_task(store: Store, subject: str = "Find flights") -> int:
-    row = NewMessage(message_id=f"{subject.replace(' ', '.')}@client.example", in_reply_to=None, refs=[],
-                     direction="in", kind="task", sender="me@pizzamail.localhost", subject=subject,
-                     body="find them", blob="0" * 64, size=0)
+async def new_task(store: Store, blobs: BlobStore, subject: str = "Find flights") -> int:
+    message_id = f"{subject.replace(' ', '.')}@client.example"
+    blob = await blobs.save(f"Message-ID: <{message_id}>\r\nSubject: {subject}\r\n\r\nfind them\r\n".encode())
+    row = NewMessage(message_id=message_id, in_reply_to=None, refs=[], direction="in", kind="task",
+                     sender="me@pizzamail.localhost", subject=subject, body="find them", blob=blob.digest,
+                     size=blob.size)
     async with store.write() as db:
         task = await add_task(db, row, thread_id=None, agent="bot@pizzamail.localhost", event="task")
     return task.run_id
@@ -89,10 +93,12 @@ async def test_one_status_mail_per_run_replaced_when_the_run_moves(
         store: Store, mailbox: Mailbox, blobs: BlobStore) -> None:
     clock = Clock()
     shown = board(store, mailbox, blobs, clock)
-    run_id = await new_task(store)
-    await new_task(store, "Plan the offsite")
+    run_id = await new_task(store, blobs)
+    await new_task(store, blobs, "Plan the offsite")
     await shown.sync()
     assert await subjects(mailbox) == ["[queued] Find flights", "[queued] Plan the offsite"]
+    inbox = await mailbox.folder("INBOX")
+    assert inbox is not None and len(await mailbox.messages(inbox)) == 2  # the tasks the mails answer
 
     run = await claim(store)
     await step(store, run, 1, "web__fetch")
@@ -111,7 +117,7 @@ async def test_a_run_racing_through_steps_is_shown_once_an_interval_and_always_e
         store: Store, mailbox: Mailbox, blobs: BlobStore) -> None:
     clock = Clock()
     shown = board(store, mailbox, blobs, clock, interval=1.0)
-    await new_task(store)
+    await new_task(store, blobs)
     run = await claim(store)
     await shown.sync()
     [(first, _)] = await activity(mailbox)
@@ -136,7 +142,7 @@ async def test_a_finished_run_leaves_after_keep_finished_with_its_progress_notes
     clock = Clock()
     config = Config(activity=ActivitySettings(keep_finished="2h"))
     shown = board(store, mailbox, blobs, clock, config=config)
-    await new_task(store)
+    await new_task(store, blobs)
     run = await claim(store)
     note = b"From: bot@pizzamail.localhost\r\nSubject: halfway\r\n\r\nHalfway there.\r\n"
     blob = await blobs.save(note)
@@ -160,7 +166,7 @@ async def test_a_finished_run_leaves_after_keep_finished_with_its_progress_notes
 async def test_after_a_crash_between_delivery_and_expunge_the_start_leaves_one_mail_per_run(
         store: Store, mailbox: Mailbox, blobs: BlobStore) -> None:
     clock = Clock()
-    await new_task(store)
+    await new_task(store, blobs)
     await board(store, mailbox, blobs, clock).sync()
     run = await claim(store)
     await step(store, run, 1, "web__fetch")
@@ -179,7 +185,7 @@ async def test_after_a_crash_between_delivery_and_expunge_the_start_leaves_one_m
 
 
 async def test_the_live_board_follows_commit_events(store: Store, mailbox: Mailbox, blobs: BlobStore) -> None:
-    await new_task(store)
+    await new_task(store, blobs)
     live = LiveBoard(board=board(store, mailbox, blobs, Clock()), events=store.events)
     async with live:  # entering reconciles: the queued run is shown before anything else happens
         assert await subjects(mailbox) == ["[queued] Find flights"]
@@ -193,10 +199,10 @@ async def test_the_live_board_follows_commit_events(store: Store, mailbox: Mailb
             await asyncio.wait_for(changed.wait(), 10)
 
 
-async def test_every_store_function_that_moves_a_run_records_it(store: Store) -> None:
+async def test_every_store_function_that_moves_a_run_records_it(store: Store, blobs: BlobStore) -> None:
     seen: list[tuple[int, str]] = []
     store.events.subscribe(RunChanged, lambda e: seen.append((e.run, e.status)))
-    run_id = await new_task(store)
+    run_id = await new_task(store, blobs)
     run = await claim(store)
     await step(store, run, 1, "web__fetch")
     await finish(store, run, "waiting")

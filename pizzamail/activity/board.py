@@ -13,7 +13,7 @@ the history the model reads never holds them, and replacing one writes no thread
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -48,6 +48,10 @@ class Board:
     blobs: BlobStore
     composer: Composer
     config: Config
+    file_mail: Callable[[], Awaitable[object]]
+    """files what the store holds unfiled (the service's one ``Filer``): a run's task mail is in its
+    folder before the status mail that answers it, and a crash right after the task's first
+    Maildir write is always the task's"""
     interval: float = 1.0
     """seconds between two replacements of one run's mail while its status stays the same (a run
     doing 20 steps a second writes one mail a second); a new status is shown at once"""
@@ -58,6 +62,7 @@ class Board:
     async def sync(self) -> float | None:
         """One pass; returns the seconds until a held-back replacement is due (None: nothing waits)."""
         async with self._lock:
+            await self.file_mail()
             now = self.clock()
             folder = await self.mailbox.folder(ACTIVITY_FOLDER) or await self.mailbox.create_folder(
                 ACTIVITY_FOLDER)
