@@ -1,12 +1,13 @@
 """The running service: every long-lived part in one lifecycle.
 
 Parts start in order inside an ``AsyncExitStack`` (store, mailbox, filing, the Action folder's sync,
-MCP servers, scheduler, runner, approvals sweep, SMTP/IMAP/HTTP, watches) and stop in reverse when
-the stack is left, so a signal or an error leaves nothing running and no file half written. Parts
-never call each other back: they follow the store's commit events (a message added is filed, a
-queued run wakes the runner, a changed schedule wakes the scheduler, a decided action updates the
-Action folder). Every port is bound first: a port taken by another program stops the start
-before the store is opened or a run resumed.
+the Activity board, MCP servers, scheduler, runner, approvals sweep, SMTP/IMAP/HTTP, watches) and
+stop in reverse when the stack is left, so a signal or an error leaves nothing running and no file
+half written. Parts never call each other back: they follow the store's commit events (a message
+added is filed, a queued run wakes the runner, a changed schedule wakes the scheduler, a decided
+action updates the Action folder, a run that moves updates the Activity board). Every port is
+bound first: a port taken by another program stops the start before the store is opened or a run
+resumed.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ from collections.abc import Callable
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 
+from pizzamail.activity.board import Board
+from pizzamail.activity.live import LiveBoard
 from pizzamail.approvals.service import Approvals, Sweep
 from pizzamail.auth import Accounts, accounts_for, password_command, without_password
 from pizzamail.composer import Composer
@@ -163,6 +166,9 @@ class Service:
             Follow(events=store.events, kinds=(MessageAdded,), work=filer.run, name="filing"),
             Follow(events=store.events, kinds=(ActionDecided,), work=approvals.sync,
                    name="the Action folder's sync"),
+            # one status mail per run in Activity; reconciled before the runner resumes runs
+            LiveBoard(board=Board(store=store, mailbox=mailbox, blobs=blobs, composer=composer,
+                                  config=self.config, file_mail=filer.run), events=store.events),
             hub,  # MCP servers: stopped after the runner
             Scheduler(store=store, blobs=blobs, config=self.config),  # before the runner resumes runs
             runner,

@@ -28,6 +28,7 @@ LAYERS: list[set[str]] = [
     {"mailbox"},
     {"tools"},
     {"approvals"},
+    {"activity"},
     {"triggers"},
     {"runner"},
     {"intake"},

@@ -20,6 +20,8 @@ from pizzamail.errors import PizzamailError
 # `--help` imports no command module; tests/test_cli.py checks that it matches the command's own.
 COMMANDS: dict[str, tuple[str, str]] = {
     "account": ("account", "Your mail account on pizzamail's SMTP and IMAP servers."),
+    "activity": ("activity", "What each active or recently finished run is doing, as the Activity folder "
+                 "shows it."),
     "agents": ("agents", "The agents to write to: the main one ([agent]) and each [agents.NAME]."),
     "approvals": ("approvals", "List the actions waiting for your decision."),
     "approve": ("approvals", "Approve a held action: it runs once and the agent continues."),

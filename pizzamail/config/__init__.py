@@ -30,6 +30,7 @@ from pizzamail.config.named import check_name, check_required
 from pizzamail.config.sections import (
     BUILTIN_PROVIDERS,
     AccountSettings,
+    ActivitySettings,
     AgentSettings,
     ApprovalsSettings,
     McpServerSettings,
@@ -60,6 +61,7 @@ __all__ = [
     "MAIN",
     "POLICIES",
     "AccountSettings",
+    "ActivitySettings",
     "Agent",
     "AgentSettings",
     "ApprovalsSettings",
@@ -103,6 +105,7 @@ class Config:
     skills: SkillsSettings = Field(default_factory=SkillsSettings)
     approvals: ApprovalsSettings = Field(default_factory=ApprovalsSettings)
     relay: RelaySettings = Field(default_factory=RelaySettings)
+    activity: ActivitySettings = Field(default_factory=ActivitySettings)
     schedules: dict[str, ScheduleSettings] = Field(default_factory=dict)
     hooks: dict[str, HookSettings] = Field(default_factory=dict)
     senders: dict[str, SenderSettings] = Field(default_factory=dict)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Annotated, Any
 
 from pydantic import Field, StrictBool, StrictInt, StrictStr
@@ -18,6 +19,7 @@ from pizzamail.config.checks import (
     Zone,
     addresses_problem,
     checked,
+    duration_seconds,
     host_problem,
     model_problem,
     one_of,
@@ -147,6 +149,16 @@ class ApprovalsSettings:
     expires: Duration = setting("", "a held call nobody decided expires after this (\"2h\", \"1d\");"
                                 " empty: never")
     remind_after: Duration = setting("", "one reminder in the thread after this (\"1d\"); empty: none")
+
+
+@dataclass(frozen=True, kw_only=True, config=SECTION)
+class ActivitySettings:
+    keep_finished: Duration = setting(
+        "24h", "a finished run's status mail leaves Activity after this (\"1h\", \"2d\"); empty: at once")
+
+    @property
+    def keep(self) -> timedelta:
+        return timedelta(seconds=duration_seconds(self.keep_finished) or 0)
 
 
 RELAY_SECURITY = ("starttls", "ssl", "none")

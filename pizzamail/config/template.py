@@ -62,6 +62,8 @@ _TOOLS_EXAMPLE = [
     "# port = 587",
     '# security = "starttls"          # or "ssl" (port 465), "none" (loopback only)',
     '# user = "you@example.com"       # password: `pizzamail keys set relay`',
+    "# [activity]                     # the Activity folder: one status mail per run",
+    '# keep_finished = "24h"          # a finished run\'s mail stays this long',
     "",
     "# Schedules (`pizzamail schedule add/list/run/rm`, `pizzamail triggers`): one thread per schedule.",
     "# [schedules.morning]",

@@ -57,6 +57,17 @@ class StopRequested(CommitEvent):
 
 
 @dataclass(frozen=True, kw_only=True)
+class RunChanged(CommitEvent):
+    """A run's state moved: queued, claimed (``running``), a step checkpointed, finished or put
+    waiting. Recorded by every store function that changes a run, whoever calls it."""
+
+    run: int
+    thread: int
+    status: str
+    """the run's status after the change (``queued``, ``running``, ``waiting``, ``done`` …)"""
+
+
+@dataclass(frozen=True, kw_only=True)
 class ScheduleChanged(CommitEvent):
     name: str
 

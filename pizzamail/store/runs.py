@@ -9,7 +9,7 @@ from typing import Any
 import aiosqlite
 
 from pizzamail.store import Store, now
-from pizzamail.store.events import RunQueued, StopRequested, record
+from pizzamail.store.events import RunChanged, RunQueued, StopRequested, record
 from pizzamail.store.threads import log_event
 
 
@@ -67,6 +67,7 @@ async def create_run(
     )
     assert cursor.lastrowid is not None
     record(db, RunQueued(run=cursor.lastrowid, thread=thread_id))
+    record(db, RunChanged(run=cursor.lastrowid, thread=thread_id, status="queued"))
     return cursor.lastrowid
 
 
@@ -98,6 +99,7 @@ async def claim_next(store: Store, *, exclude_threads: set[int], busy: bool = Fa
             "UPDATE threads SET status = 'working', updated_at = ? WHERE id = ?",
             (now(), row["thread_id"]),
         )
+        record(db, RunChanged(run=int(row["id"]), thread=int(row["thread_id"]), status="running"))
     return await get_run(store, int(row["id"]))
 
 
@@ -122,12 +124,14 @@ async def requeue_interrupted(store: Store) -> list[int]:
     further runs out of them.
     """
     async with store.write() as db:
-        async with db.execute("SELECT id FROM runs WHERE status = 'running'") as cursor:
-            ids = [int(r[0]) for r in await cursor.fetchall()]
+        async with db.execute("SELECT id, thread_id FROM runs WHERE status = 'running'") as cursor:
+            rows = [(int(r[0]), int(r[1])) for r in await cursor.fetchall()]
         await db.execute(
             "UPDATE runs SET status = 'queued', crashes = crashes + 1 WHERE status = 'running'"
         )
-    return ids
+        for run_id, thread_id in rows:
+            record(db, RunChanged(run=run_id, thread=thread_id, status="queued"))
+    return [run_id for run_id, _ in rows]
 
 
 async def add_step(
@@ -139,6 +143,10 @@ async def add_step(
     )
     # the run got further than where any crash cut it off: those crashes were not its doing
     await db.execute("UPDATE runs SET crashes = 0 WHERE id = ? AND crashes > 0", (run_id,))
+    async with db.execute("SELECT thread_id, status FROM runs WHERE id = ?", (run_id,)) as cursor:
+        row = await cursor.fetchone()
+    if row is not None:
+        record(db, RunChanged(run=run_id, thread=int(row[0]), status=str(row[1])))
 
 
 async def steps_of(store: Store, run_id: int) -> list[Step]:
@@ -156,6 +164,7 @@ async def finish_run(
         "UPDATE runs SET status = ?, error = ?, model = coalesce(?, model), finished_at = ?,"
         " crashes = 0 WHERE id = ?", (status, error, model, now(), run.id),
     )
+    record(db, RunChanged(run=run.id, thread=run.thread_id, status=status))
     thread_status = status if status in ("done", "stopped") else "failed"
     await db.execute(
         "UPDATE threads SET status = ?, updated_at = ? WHERE id = ?",
@@ -178,6 +187,10 @@ async def release_runs(store: Store, run_ids: list[int]) -> None:
         return
     marks = ", ".join("?" * len(run_ids))
     async with store.write() as db:
+        async with db.execute(f"SELECT id, thread_id FROM runs WHERE status = 'running' AND id IN ({marks})",
+                              run_ids) as cursor:
+            for row in await cursor.fetchall():
+                record(db, RunChanged(run=int(row[0]), thread=int(row[1]), status="queued"))
         await db.execute(
             f"UPDATE runs SET status = 'queued', attempts = max(attempts - 1, 0)"
             f" WHERE status = 'running' AND id IN ({marks})", run_ids,
@@ -203,6 +216,7 @@ async def resume_waiting(db: aiosqlite.Connection, run_id: int, thread_id: int) 
                               " WHERE id = ? AND status = 'waiting'", (run_id,))
     if cursor.rowcount == 1:
         record(db, RunQueued(run=run_id, thread=thread_id))
+        record(db, RunChanged(run=run_id, thread=thread_id, status="queued"))
     await db.execute("UPDATE threads SET status = 'queued', updated_at = ? WHERE id = ?", (now(), thread_id))
 
 
@@ -220,8 +234,12 @@ async def request_stop(db: aiosqlite.Connection, thread_id: int, *, by: str) -> 
     run_id = int(row[0])
     await db.execute("UPDATE runs SET stop_requested = coalesce(stop_requested, ?) WHERE id = ?",
                      (by, run_id))
+    async with db.execute("SELECT id FROM runs WHERE thread_id = ? AND status = 'queued'", (thread_id,)) as cursor:
+        queued = [int(r[0]) for r in await cursor.fetchall()]
     await db.execute("UPDATE runs SET status = 'stopped', error = 'stopped before it started',"
                      " finished_at = ? WHERE thread_id = ? AND status = 'queued'", (now(), thread_id))
+    for follow_up in queued:  # the Activity board drops their "queued" rows at once
+        record(db, RunChanged(run=follow_up, thread=thread_id, status="stopped"))
     record(db, StopRequested(run=run_id, thread=thread_id))
     return run_id
 

@@ -1,6 +1,7 @@
-"""``python -m tests.e2e.crash MODULE:NAME[#N] ARGS…`` runs ``pizzamail ARGS…``, except that the process
-dies the N-th time (by default the first) NAME returns: ``os._exit``, like kill -9 no cleanup, no
-flush, no stop.
+"""``python -m tests.e2e.crash MODULE:NAME[#N][~TEXT] ARGS…`` runs ``pizzamail ARGS…``, except that the
+process dies the N-th time (by default the first) NAME returns: ``os._exit``, like kill -9 no cleanup,
+no flush, no stop. With ``~TEXT`` only calls whose arguments' repr holds TEXT count
+(``Mailbox.deliver~name='Action'``: deliveries into Action, not the other folders').
 
 NAME is a function of MODULE or a method (``Class.method``); a coroutine function dies once its
 coroutine has finished, not when it was merely called. Tests use it to crash at one exact moment,
@@ -24,6 +25,7 @@ CRASHED = 137
 def die_after(target: str) -> None:
     """Replace ``MODULE:NAME[#N]`` by a wrapper that ends the process once the original returned
     for the N-th time."""
+    target, _, needle = target.partition("~")
     where, _, nth = target.partition("#")
     module_name, _, qualname = where.partition(":")
     *path, name = qualname.split(".")
@@ -34,7 +36,9 @@ def die_after(target: str) -> None:
     function = getattr(owner, name)
     left = [int(nth or 1)]
 
-    def returned() -> None:
+    def returned(args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        if needle and needle not in repr((args, kwargs)):
+            return
         left[0] -= 1
         if left[0] == 0:
             os._exit(CRASHED)
@@ -43,14 +47,14 @@ def die_after(target: str) -> None:
         @wraps(function)
         async def dying_async(*args: Any, **kwargs: Any) -> Any:
             result = await function(*args, **kwargs)
-            returned()
+            returned(args, kwargs)
             return result
         dying: Any = dying_async
     else:
         @wraps(function)
         def dying_sync(*args: Any, **kwargs: Any) -> Any:
             result = function(*args, **kwargs)
-            returned()
+            returned(args, kwargs)
             return result
         dying = dying_sync
 

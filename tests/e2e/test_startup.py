@@ -4,6 +4,7 @@ a traceback. Each case is a real ``python -m pizzamail serve`` and what it print
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import sqlite3
 import subprocess
@@ -17,6 +18,7 @@ import pytest
 from tests.e2e.harness import Served, serve_env, task_mail, write_config
 from tests.e2e.test_roundtrip import fetch_all
 from tests.fakes.openai_server import FakeOpenAI, gated, text
+from tests.polling import until
 
 #: what ``serve`` prints before it fails, on a home it has just set up (not part of the failure)
 PREAMBLE = ("created ", "WARNING: no OS keyring")
@@ -44,6 +46,13 @@ def snapshot(home: Path) -> dict[str, object]:
     return files
 
 
+def _board_settled(home: Path) -> bool:
+    """The Activity folder shows the working run alone (its queued mail replaced)."""
+    folder = home / "Maildir" / ".Activity"
+    shown = [p.name for p in [*folder.glob("cur/status.*"), *folder.glob("new/status.*")]]
+    return len(shown) == 1 and shown[0].startswith("status.1.running.")
+
+
 def test_a_second_serve_on_a_live_home_says_who_serves_it_and_touches_nothing(
     served: Served, fake_openai: FakeOpenAI
 ) -> None:
@@ -52,6 +61,7 @@ def test_a_second_serve_on_a_live_home_says_who_serves_it_and_touches_nothing(
     served.start()
     served.send(task_mail("Plan it"))
     served.wait_for("run 1 started")  # in flight: the second serve must not "resume" it
+    asyncio.run(until(lambda: _board_settled(served.home)))  # the live server's own last write
     before = snapshot(served.home)
     assert served.proc is not None
     code, lines = serve(served.env)

@@ -1,0 +1,80 @@
+"""The board as a long-lived part: it follows the runs' commit events and keeps ``Activity`` current."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from pizzamail.activity.board import Board
+from pizzamail.store.events import Events, MessageAdded, RunChanged
+
+log = logging.getLogger("pizzamail.activity")
+
+
+@dataclass(kw_only=True)
+class LiveBoard:
+    """``async with``: reconciles ``Activity`` on entry (what a crash left is put right before IMAP
+    serves), then syncs after each burst of run changes and progress notes, when a held-back
+    replacement is due, and every ``poll`` seconds (runs another process queued; finished runs whose
+    time is up)."""
+
+    board: Board
+    events: Events
+    poll: float = 30.0
+    _kick: asyncio.Event = field(default_factory=asyncio.Event, init=False)
+    _leaving: bool = field(default=False, init=False)
+    _task: asyncio.Task[None] | None = field(default=None, init=False)
+    _unsubscribe: list[Callable[[], None]] = field(default_factory=list, init=False)
+
+    async def __aenter__(self) -> LiveBoard:
+        self._leaving = False
+        # listening first: a change during the first pass is shown by the pass after it
+        self._unsubscribe = [self.events.subscribe(RunChanged, self._changed),
+                             self.events.subscribe(MessageAdded, self._added)]
+        try:
+            await self.board.sync()
+        except BaseException:
+            self._deaf()
+            raise
+        self._task = asyncio.create_task(self._loop(), name="pizzamail-activity")
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        """Not cancelled: a pass under way finishes its delivery and expunge."""
+        self._deaf()
+        self._leaving = True
+        self._kick.set()
+        if self._task is not None:
+            await self._task
+            self._task = None
+
+    def _deaf(self) -> None:
+        for unsubscribe in self._unsubscribe:
+            unsubscribe()
+        self._unsubscribe = []
+
+    def _changed(self, _: RunChanged) -> None:
+        self._kick.set()
+
+    def _added(self, event: MessageAdded) -> None:
+        if event.kind == "progress":
+            self._kick.set()
+
+    async def _loop(self) -> None:
+        wait = self.poll
+        while True:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(wait):
+                    await self._kick.wait()
+            if self._leaving:
+                return
+            self._kick.clear()
+            try:
+                due = await self.board.sync()
+            except Exception:  # the next event or tick tries again; the folder is re-read each pass
+                log.exception("could not update the Activity folder")
+                due = None
+            wait = self.poll if due is None else min(self.poll, due)
