@@ -234,7 +234,8 @@ async def request_stop(db: aiosqlite.Connection, thread_id: int, *, by: str) -> 
     run_id = int(row[0])
     await db.execute("UPDATE runs SET stop_requested = coalesce(stop_requested, ?) WHERE id = ?",
                      (by, run_id))
-    async with db.execute("SELECT id FROM runs WHERE thread_id = ? AND status = 'queued'", (thread_id,)) as cursor:
+    async with db.execute("SELECT id FROM runs WHERE thread_id = ? AND status = 'queued'",
+                          (thread_id,)) as cursor:
         queued = [int(r[0]) for r in await cursor.fetchall()]
     await db.execute("UPDATE runs SET status = 'stopped', error = 'stopped before it started',"
                      " finished_at = ? WHERE thread_id = ? AND status = 'queued'", (now(), thread_id))
