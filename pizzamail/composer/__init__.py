@@ -24,7 +24,7 @@ from markupsafe import Markup
 from pizzamail.composer.render import markdown_html, templates_dir
 from pizzamail.config import Agent, Config
 from pizzamail.errors import PizzamailError
-from pizzamail.mail.build import build_mail
+from pizzamail.mail.build import Outgoing, build_mail
 from pizzamail.mail.ids import new_message_id
 
 _REPLY_PREFIX = re.compile(r"^\s*((re|aw|sv|antw)\s*(\[\d+\])?\s*:\s*)+", re.IGNORECASE)
@@ -51,20 +51,13 @@ class MailContext:
 
 
 @dataclass(frozen=True, kw_only=True)
-class Composed:
+class Composed(Outgoing):
+    """A rendered mail; its ``body`` is the Markdown text it says (without footer), which the store
+    and the history keep."""
+
     kind: str
     """``reply``, ``error``, ``notice``, ``waiting`` (a call held for approval), ``progress`` or
     ``stopped``"""
-    message: EmailMessage
-    message_id: str
-    in_reply_to: str | None
-    references: list[str]
-    subject: str
-    body: str
-    """the Markdown text the mail says (without footer): what the store and the history keep"""
-
-    def as_bytes(self) -> bytes:
-        return self.message.as_bytes()
 
 
 def reply_subject(subject: str) -> str:
