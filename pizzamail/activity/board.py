@@ -123,7 +123,7 @@ class Board:
             name = progress_name(note.message)
             names.add(name)
             if name not in present:
-                data = await asyncio.to_thread(self.blobs.get, note.blob)
+                data = await self.blobs.load(note.blob)
                 await self.mailbox.deliver(folder, data, base=name)
         return names
 

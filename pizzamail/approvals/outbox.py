@@ -121,7 +121,7 @@ class Outbox:
     async def send(self, action: HeldAction, arguments: dict[str, Any], *, date: datetime) -> ToolResult:
         """Relay the user's sent draft, or the approved arguments as a mail; never raises."""
         if action.outgoing_blob:
-            data = self.blobs.get(action.outgoing_blob)
+            data = await self.blobs.load(action.outgoing_blob)
             rcpts = [str(r) for r in json.loads(action.outgoing_rcpts or "[]")]
         else:
             message = draft_message(action, arguments, owner=self.sender, domain=self.domain, date=date,

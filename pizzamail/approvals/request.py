@@ -169,7 +169,7 @@ async def _deliver_copy(store: Store, mailbox: Mailbox, blobs: BlobStore, *, fol
         return
     folder = await mailbox.folder(folder_name)
     assert folder is not None
-    await mailbox.deliver(folder, blobs.get(request.blob), base=name)
+    await mailbox.deliver(folder, await blobs.load(request.blob), base=name)
     await _record_copy(store, action, name)
 
 

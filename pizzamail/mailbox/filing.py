@@ -24,7 +24,7 @@ async def file_pending(mailbox: Mailbox, blobs: BlobStore) -> int:
     for row in rows:
         folder = await mailbox.folder(row.folder) or await mailbox.create_folder(row.folder)
         created = created_stamp(row.created_at)
-        data = await asyncio.to_thread(blobs.get, row.blob)
+        data = await blobs.load(row.blob)
         await mailbox.deliver(folder, data, flags=row.flags, base=message_base(row.id, created),
                               internaldate=created, message_ref=row.id)
     return len(rows)

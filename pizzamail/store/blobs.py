@@ -51,3 +51,7 @@ class BlobStore:
 
     def get(self, digest: str) -> bytes:
         return self.path(digest).read_bytes()
+
+    async def load(self, digest: str) -> bytes:
+        """:meth:`get`, off the event loop."""
+        return await asyncio.to_thread(self.get, digest)

@@ -141,7 +141,7 @@ class ReadAttachment:
         for message in await thread_messages(self.owner.store, self.scope.thread_id):
             if message.direction != "in":
                 continue
-            raw = self.owner.blobs.get(message.blob)
+            raw = await self.owner.blobs.load(message.blob)
             found += attachments_of(parse_mail(raw), subject=message.subject, start=len(found) + 1)
         return found
 
