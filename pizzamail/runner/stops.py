@@ -17,7 +17,6 @@ from dataclasses import dataclass, field
 
 from pizzamail.store import Store
 from pizzamail.store.runs import stops_requested
-from pizzamail.store.schedules import data_version
 
 log = logging.getLogger("pizzamail.runner")
 
@@ -65,7 +64,7 @@ class StopWatch:
                 log.exception("could not look for stop requests")
 
     async def _look(self, working: list[int], seen: int | None) -> int:
-        version = await data_version(self.store)
+        version = await self.store.data_version()
         if version != seen:
             for run_id in await stops_requested(self.store, working):
                 self.halt(run_id)

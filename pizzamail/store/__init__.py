@@ -117,3 +117,9 @@ class Store:
     async def fetchone(self, sql: str, params: Iterable[Any] = ()) -> aiosqlite.Row | None:
         rows = await self.fetchall(sql, params)
         return rows[0] if rows else None
+
+    async def data_version(self) -> int:
+        """A counter that moves when another connection commits (no table is read: cheap to poll).
+        The reader never writes, so it also moves on this store's own commits."""
+        row = await self.fetchone("PRAGMA data_version")
+        return int(row[0]) if row is not None else 0

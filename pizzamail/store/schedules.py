@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 import aiosqlite
 
+from pizzamail.config import ScheduleSettings
 from pizzamail.store import Store, now
 from pizzamail.store.events import ScheduleChanged, record
+from pizzamail.when.cron import default_zone, next_after, to_text
 
 _LIST = (
     "SELECT s.*, (SELECT o.status || coalesce(' (run ' || o.run_id || ': ' || r.status || ')', '')"
@@ -32,6 +35,18 @@ class NewSchedule:
     """used when the schedule is new or its cron or zone changed; else the stored one stays"""
     thread_id: int | None = None
     """None keeps the thread an earlier occurrence started"""
+
+
+def new_schedule(
+    name: str, settings: ScheduleSettings, *, source: str, at: datetime, agent_tz: str,
+    thread_id: int | None = None,
+) -> NewSchedule:
+    """The schedule ``settings`` make, due next after ``at``. Without a zone of its own it gets
+    ``agent_tz`` (``[agent] timezone``), else this machine's zone."""
+    tz = settings.tz or default_zone(agent_tz)
+    return NewSchedule(name=name, cron=settings.cron, tz=tz, prompt=settings.prompt,
+                       catch_up=settings.catch_up, source=source, enabled=settings.enabled,
+                       next_due=to_text(next_after(settings.cron, tz, at)), thread_id=thread_id)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -170,9 +185,3 @@ async def mark_interrupted(db: aiosqlite.Connection, run_id: int) -> None:
 async def earliest_due(store: Store) -> str | None:
     row = await store.fetchone("SELECT min(next_due) FROM schedules WHERE enabled = 1")
     return None if row is None or row[0] is None else str(row[0])
-
-
-async def data_version(store: Store) -> int:
-    """A counter that moves when another connection commits (no table is read: cheap to poll)."""
-    row = await store.fetchone("PRAGMA data_version")
-    return int(row[0]) if row is not None else 0

@@ -25,9 +25,9 @@ from pizzamail.config import ScheduleSettings, schedule_settings
 from pizzamail.errors import ConfigError
 from pizzamail.providers.types import ToolSpec
 from pizzamail.store import Store
-from pizzamail.store.schedules import NewSchedule, find_schedule, save_schedule
+from pizzamail.store.schedules import find_schedule, new_schedule, save_schedule
 from pizzamail.tools import ToolResult
-from pizzamail.when.cron import default_zone, next_after, to_text
+from pizzamail.when.cron import default_zone, next_after
 from pizzamail.when.phrases import when_to_cron
 from pizzamail.when.words import cron_in_words, local_time
 
@@ -95,18 +95,12 @@ class ScheduleTask:
         if isinstance(found, ToolResult):
             return found
         name = str(arguments["name"])
-        saved = await save_schedule(self.store, self._new(name, found))
+        # source ``agent``, continuing the asking thread, due from now
+        saved = await save_schedule(self.store, new_schedule(
+            name, found, source="agent", at=self.clock(), agent_tz=self.agent_tz, thread_id=self.thread_id))
         next_due = local_time(saved.next_due, saved.tz)
         return ToolResult(text=f"scheduled {name}: next occurrence {next_due} (cron \"{saved.cron}\");"
                                " each occurrence continues this thread")
-
-    def _new(self, name: str, settings: ScheduleSettings) -> NewSchedule:
-        """The schedule saved: source ``agent``, continuing the asking thread, due from now."""
-        tz = settings.tz or default_zone(self.agent_tz)
-        return NewSchedule(name=name, cron=settings.cron, tz=tz, prompt=settings.prompt,
-                           catch_up=settings.catch_up, source="agent", enabled=settings.enabled,
-                           next_due=to_text(next_after(settings.cron, tz, self.clock())),
-                           thread_id=self.thread_id)
 
     async def _settings(self, arguments: dict[str, Any]) -> ScheduleSettings | ToolResult:
         settings = _parsed(arguments)

@@ -21,7 +21,7 @@ from pizzamail.config import Config
 from pizzamail.store import Store
 from pizzamail.store.blobs import BlobStore
 from pizzamail.store.events import ScheduleChanged
-from pizzamail.store.schedules import data_version, earliest_due
+from pizzamail.store.schedules import earliest_due
 from pizzamail.triggers.schedules import Firing, fire_due, report_interrupted, sync_config
 from pizzamail.when.cron import from_text
 
@@ -97,7 +97,7 @@ class Scheduler:
         """Whether the earliest due time moved since the sleep was planned (cheap when nothing was
         committed). The store's reader never writes, so its data_version also moves on the service's
         own commits (every run step): the due time tells a schedule change from those."""
-        version = await data_version(self.store)
+        version = await self.store.data_version()
         if version == self._version:
             return False
         self._version = version
@@ -113,7 +113,7 @@ class Scheduler:
                 log.exception("scheduler tick failed")
                 delay = 30.0
             try:
-                self._version = await data_version(self.store)  # before planning: no change slips between
+                self._version = await self.store.data_version()  # before planning: no change slips between
                 delay = max(delay, await self.seconds_to_next())
             except Exception:
                 log.exception("scheduler could not plan its sleep")

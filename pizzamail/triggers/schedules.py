@@ -22,7 +22,6 @@ from pizzamail.store.blobs import BlobStore
 from pizzamail.store.runs import finish_run, get_run, steps_of
 from pizzamail.store.schedules import (
     Interrupted,
-    NewSchedule,
     Schedule,
     add_occurrence,
     disable_config_schedules,
@@ -31,6 +30,7 @@ from pizzamail.store.schedules import (
     list_schedules,
     mark_interrupted,
     move_due,
+    new_schedule,
     running_occurrences,
     schedule_thread,
     set_schedule_thread,
@@ -38,7 +38,7 @@ from pizzamail.store.schedules import (
 from pizzamail.store.schedules import save_schedule as save_new
 from pizzamail.store.threads import log_event
 from pizzamail.triggers.post import Posted, TriggerMail, post_notice, post_task
-from pizzamail.when.cron import GRACE_SECONDS, default_zone, from_text, next_after, to_text
+from pizzamail.when.cron import GRACE_SECONDS, from_text, next_after, to_text
 
 
 async def save_schedule(
@@ -47,15 +47,11 @@ async def save_schedule(
 ) -> Schedule:
     """Add or update a schedule; a changed cron or zone computes ``next_due`` afresh from ``at``.
 
-    A schedule without a zone gets ``agent_tz`` (``[agent] timezone``), else this machine's zone.
     ``thread_id`` (the agent's own schedules) is the thread its occurrences continue; None keeps the
     thread an earlier occurrence started.
     """
-    tz = settings.tz or default_zone(agent_tz)
-    return await save_new(store, NewSchedule(
-        name=name, cron=settings.cron, tz=tz, prompt=settings.prompt, catch_up=settings.catch_up,
-        source=source, enabled=settings.enabled, next_due=to_text(next_after(settings.cron, tz, at)),
-        thread_id=thread_id))
+    return await save_new(store, new_schedule(name, settings, source=source, at=at, agent_tz=agent_tz,
+                                              thread_id=thread_id))
 
 
 async def sync_config(store: Store, config: Config, *, at: datetime) -> None:

@@ -11,7 +11,6 @@ from pizzamail.store.runs import create_run
 from pizzamail.store.schedules import (
     NewSchedule,
     add_occurrence,
-    data_version,
     earliest_due,
     find_schedule,
     move_due,
@@ -54,11 +53,11 @@ async def test_an_occurrence_is_recorded_once_and_a_removed_schedule_does_not_mo
 
 
 async def test_the_data_version_moves_when_another_connection_commits(store: Store, home: Home) -> None:
-    before = await data_version(store)
-    assert await data_version(store) == before
+    before = await store.data_version()
+    assert await store.data_version() == before
     async with Store(path=home.database) as other:
         await save_schedule(other, NEWS)
-    assert await data_version(store) != before
+    assert await store.data_version() != before
 
 
 async def test_a_watched_mail_is_handled_once_and_the_last_uid_never_goes_back(store: Store) -> None:
