@@ -27,6 +27,7 @@ from pizzamail.runner import Runner
 from pizzamail.store.events import ActionDecided, Follow, MessageAdded
 from pizzamail.tools import ToolRegistry, ToolResult
 from pizzamail.tools.builtins import DraftEmail
+from tests.fakes.openai_server import FakeOpenAI, tool_call
 from tests.runner.conftest import TIMEOUT, Harness, config, harness, secrets  # noqa: F401
 
 OWNER, BOT, PASSWORD = "me@pizzamail.localhost", "bot@pizzamail.localhost", "pw-123"
@@ -83,6 +84,16 @@ class Approvals:
 
     async def finish(self, run_id: int) -> str:
         return await asyncio.wait_for(self.runner.wait_for(run_id), TIMEOUT)
+
+    async def held(self, fake_openai: FakeOpenAI, *then: object) -> int:
+        """A task whose model asks to delete note "a" (then answers ``then``), left waiting for the
+        decision: its run."""
+        fake_openai.script([tool_call("delete_note", {"name": "a"}), *then])  # type: ignore[list-item]
+        run_id = await self.harness.task("Clean up my notes")
+        self.runner.wake()
+        assert await self.finish(run_id) == "waiting"
+        self.runner.forget(run_id)
+        return run_id
 
 
 def reply(to: EmailMessage, body: str, *, address: str | None = None, sender: str = OWNER,

@@ -11,7 +11,7 @@ from pizzamail.config import ApprovalsSettings, parse_config
 from pizzamail.errors import ConfigError
 from pizzamail.store.actions import held_actions
 from tests.approvals.conftest import Approvals, open_approvals
-from tests.fakes.openai_server import FakeOpenAI, text, tool_call
+from tests.fakes.openai_server import FakeOpenAI, text
 from tests.runner.conftest import Harness, bot_mails
 
 
@@ -24,15 +24,6 @@ class Clock:
 
     def advance(self, **delta: float) -> None:
         self.now += timedelta(**delta)
-
-
-async def _hold(approvals: Approvals, fake_openai: FakeOpenAI) -> int:
-    fake_openai.script([tool_call("delete_note", {"name": "a"}), text("Went on without it.")])
-    run_id = await approvals.harness.task("Clean up my notes")
-    approvals.runner.wake()
-    assert await approvals.finish(run_id) == "waiting"
-    approvals.runner.forget(run_id)
-    return run_id
 
 
 async def _mails_of_kind(approvals: Approvals, kind: str) -> int:
@@ -50,7 +41,7 @@ async def test_doing_nothing_never_denies_when_expiry_is_off(
 ) -> None:
     clock = Clock()
     async with open_approvals(harness, clock=clock) as approvals:
-        await _hold(approvals, fake_openai)
+        await approvals.held(fake_openai, text("Went on without it."))
         clock.advance(days=365)
         await approvals.swept()
         [action] = await pending(harness.store)
@@ -65,7 +56,7 @@ async def test_one_reminder_then_expiry_and_the_agent_goes_on(
     clock = Clock()
     configured = harness.with_config(approvals=ApprovalsSettings(expires="2h", remind_after="1h"))
     async with open_approvals(configured, clock=clock) as approvals:
-        run_id = await _hold(approvals, fake_openai)
+        run_id = await approvals.held(fake_openai, text("Went on without it."))
         clock.advance(minutes=30)
         await approvals.swept()
         assert await _mails_of_kind(approvals, "reminder") == 0

@@ -23,11 +23,7 @@ from tests.runner.conftest import bot_mails, plain
 
 async def _held(approvals: Approvals, fake_openai: FakeOpenAI, *then: object) -> tuple[int, EmailMessage]:
     """A task whose model asks to delete note "a"; returns the run and its approval request."""
-    fake_openai.script([tool_call("delete_note", {"name": "a"}), *then])  # type: ignore[list-item]
-    run_id = await approvals.harness.task("Clean up my notes")
-    approvals.runner.wake()
-    assert await approvals.finish(run_id) == "waiting"
-    approvals.runner.forget(run_id)
+    run_id = await approvals.held(fake_openai, *then)
     mails = [m for _, m in await bot_mails(approvals.harness.mailbox) if m["X-Pizzamail-Approval"]]
     return run_id, mails[-1]
 

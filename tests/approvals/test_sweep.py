@@ -12,17 +12,8 @@ from pizzamail.config import ApprovalsSettings
 from pizzamail.store.actions import held_actions
 from pizzamail.store.events import RunQueued
 from tests.approvals.conftest import Approvals, open_approvals
-from tests.fakes.openai_server import FakeOpenAI, text, tool_call
+from tests.fakes.openai_server import FakeOpenAI, text
 from tests.runner.conftest import TIMEOUT, Harness
-
-
-async def _hold(approvals: Approvals, fake_openai: FakeOpenAI) -> int:
-    fake_openai.script([tool_call("delete_note", {"name": "a"}), text("Went on without it.")])
-    run_id = await approvals.harness.task("Clean up my notes")
-    approvals.runner.wake()
-    assert await approvals.finish(run_id) == "waiting"
-    approvals.runner.forget(run_id)
-    return run_id
 
 
 def _requeued(approvals: Approvals) -> asyncio.Event:
@@ -39,7 +30,7 @@ def _sweep(approvals: Approvals) -> Sweep:
 async def test_a_started_sweep_notices_a_deleted_request_by_itself(
     approvals: Approvals, fake_openai: FakeOpenAI
 ) -> None:
-    run_id = await _hold(approvals, fake_openai)
+    run_id = await approvals.held(fake_openai, text("Went on without it."))
     mailbox = approvals.harness.mailbox
     folder = await mailbox.folder("Action")
     assert folder is not None
@@ -57,7 +48,7 @@ async def test_a_started_sweep_expires_a_request_by_itself(harness: Harness, fak
     now = [datetime.now(UTC)]
     configured = harness.with_config(approvals=ApprovalsSettings(expires="1h"))
     async with open_approvals(configured, clock=lambda: now[0]) as approvals:
-        run_id = await _hold(approvals, fake_openai)
+        run_id = await approvals.held(fake_openai, text("Went on without it."))
         now[0] += timedelta(hours=2)
         decided = _requeued(approvals)
         async with _sweep(approvals):
@@ -68,7 +59,7 @@ async def test_a_started_sweep_expires_a_request_by_itself(harness: Harness, fak
 
 
 async def test_leaving_the_stack_stops_the_sweep(approvals: Approvals, fake_openai: FakeOpenAI) -> None:
-    await _hold(approvals, fake_openai)
+    await approvals.held(fake_openai, text("Went on without it."))
     sweep = _sweep(approvals)
     async with sweep:
         task = sweep._task
