@@ -91,7 +91,29 @@ class HeldStep:
         return self.name if self.source == "builtin" else f"{self.source}: {self.tool}"
 
 
-AgentStep = ModelStep | ToolStep | HeldStep
+@dataclass(frozen=True, kw_only=True)
+class DelegateStep:
+    """A ``delegate`` call turned into a child run (recorded with it, in one transaction).
+
+    The run waits for the child; the child's end comes back as this call's :class:`ToolStep`.
+    """
+
+    kind: ClassVar[str] = "delegate"
+    call_id: str
+    name: str
+    agent: str
+    """the specialist's address"""
+    child: int
+    """the child run"""
+
+    def to_data(self) -> dict[str, Any]:
+        return {"call_id": self.call_id, "name": self.name, "agent": self.agent, "child": self.child}
+
+    def messages(self) -> list[Message]:
+        return []  # the result message comes with the child's end
+
+
+AgentStep = ModelStep | ToolStep | HeldStep | DelegateStep
 
 
 def step_from_row(row: Step) -> AgentStep:
@@ -107,6 +129,10 @@ def step_from_row(row: Step) -> AgentStep:
             return HeldStep(call_id=str(data["call_id"]), name=str(data["name"]),
                             source=str(data["source"]), tool=str(data["tool"]),
                             arguments=dict(data["arguments"]), reason=str(data["reason"]))
+        if row.kind == DelegateStep.kind:
+            data = row.data
+            return DelegateStep(call_id=str(data["call_id"]), name=str(data["name"]),
+                                agent=str(data["agent"]), child=int(data["child"]))
     except (KeyError, TypeError, ValueError) as exc:
         raise RunError(f"checkpoint {row.seq} of this run is unreadable ({exc!r})") from None
     raise RunError(f"checkpoint {row.seq} has an unknown kind {row.kind!r}")
@@ -139,11 +165,20 @@ class Transcript:
         last = self.last_model_step()
         if last is None:
             return []
-        answered = {s.call_id for s in self.steps if isinstance(s, ToolStep)}
-        return [c for c in last.response.tool_calls if c.id not in answered]
+        taken = {s.call_id for s in self.steps if isinstance(s, ToolStep | DelegateStep)}
+        return [c for c in last.response.tool_calls if c.id not in taken]
 
     def waiting_on(self) -> HeldStep | None:
         """A held call with no result yet: the run waits for its decision."""
         answered = {s.call_id for s in self.steps if isinstance(s, ToolStep)}
         return next((s for s in self.steps if isinstance(s, HeldStep) and s.call_id not in answered),
                     None)
+
+    def delegated(self) -> list[DelegateStep]:
+        """``delegate`` calls whose child has not ended yet (no result recorded): the run waits."""
+        answered = {s.call_id for s in self.steps if isinstance(s, ToolStep)}
+        return [s for s in self.steps if isinstance(s, DelegateStep) and s.call_id not in answered]
+
+    def children(self) -> int:
+        """Child runs this run has started."""
+        return sum(isinstance(s, DelegateStep) for s in self.steps)

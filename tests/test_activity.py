@@ -218,3 +218,5 @@ def test_the_subject_says_the_state_the_step_and_the_last_tool() -> None:
     queued = replace(run, status="queued", steps=0, last_tool=None)
     assert status_subject(queued) == "[queued] Send the invoice"
     assert status_subject(replace(run, status="failed", steps=1)) == "[failed] Send the invoice — 1 step"
+    delegating = replace(run, status="delegating", steps=2, last_tool="delegate")
+    assert status_subject(delegating) == "[waiting for a delegate] Send the invoice — step 2, delegate"

@@ -119,7 +119,7 @@ class Board:
     async def _copy_notes(self, folder: Folder, runs: list[int], present: dict[str, int]) -> set[str]:
         """Each progress note of the shown runs, copied once (its own bytes, as in the thread)."""
         names = set()
-        for note in await progress_notes(self.store, runs):
+        for note in await progress_notes(self.store, runs, board=ACTIVITY_FOLDER):
             name = progress_name(note.message)
             names.add(name)
             if name not in present:

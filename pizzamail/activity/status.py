@@ -14,9 +14,9 @@ from pizzamail.mail.build import Outgoing, build_mail
 from pizzamail.mail.ids import bare
 from pizzamail.store.activity import BoardRun
 
-#: how each run status reads on the board (delegation adds "waiting for a delegate")
-LABELS = {"queued": "queued", "running": "working", "waiting": "waiting for approval", "done": "done",
-          "failed": "failed", "stopped": "stopped"}
+#: how each run status reads on the board
+LABELS = {"queued": "queued", "running": "working", "waiting": "waiting for approval",
+          "delegating": "waiting for a delegate", "done": "done", "failed": "failed", "stopped": "stopped"}
 #: run states that never change again
 FINAL = frozenset({"done", "failed", "stopped"})
 STATUS_PREFIX = "status."
@@ -59,11 +59,11 @@ def progress_row(name: str) -> int | None:
 def status_subject(run: BoardRun) -> str:
     """``[working] Find flights — step 4, web__fetch``"""
     detail = []
-    if run.status in ("running", "waiting") and run.steps:
+    if run.status in ("running", "waiting", "delegating") and run.steps:
         detail.append(f"step {run.steps}")
     elif run.status in FINAL and run.steps:
         detail.append(f"{run.steps} step{'s' if run.steps != 1 else ''}")
-    if run.status in ("running", "waiting") and run.last_tool:
+    if run.status in ("running", "waiting", "delegating") and run.last_tool:
         detail.append(run.last_tool)
     tail = f" — {', '.join(detail)}" if detail else ""
     return f"[{label(run)}] {run.subject}{tail}"

@@ -54,6 +54,7 @@ class SpecialistSettings:
     max_tokens: Count | None = setting(None, "as in [agent] (default: [agent] max_tokens)")
     max_seconds: Count | None = setting(None, "as in [agent] (default: [agent] max_seconds)")
     history_messages: Count | None = setting(None, "as in [agent] (default: [agent] history_messages)")
+    max_delegates: Count | None = setting(None, "as in [agent] (default: [agent] max_delegates)")
     policy: Policies = setting({}, "tool glob -> auto, ask or deny on top of [tools.policy] (where"
                                " both have a rule, the stricter answer wins)")
 
@@ -79,6 +80,7 @@ class Agent:
     tools: tuple[str, ...] | None = None
     """globs over the tool names it is offered; None: all"""
     delegate: bool = False
+    max_delegates: int = 8
     policy: dict[str, str] = field(default_factory=dict)
 
     @property
@@ -97,7 +99,8 @@ def main_agent(settings: AgentSettings) -> Agent:
     return Agent(key=MAIN, address=settings.address.lower(), name=settings.name, model=settings.model,
                  max_steps=settings.max_steps, max_tool_calls=settings.max_tool_calls,
                  max_tokens=settings.max_tokens, max_seconds=settings.max_seconds,
-                 history_messages=settings.history_messages, delegate=True)
+                 history_messages=settings.history_messages, delegate=True,
+                 max_delegates=settings.max_delegates)
 
 
 def specialist(key: str, settings: SpecialistSettings, main: AgentSettings) -> Agent:
@@ -111,6 +114,7 @@ def specialist(key: str, settings: SpecialistSettings, main: AgentSettings) -> A
         max_tool_calls=settings.max_tool_calls or main.max_tool_calls,
         max_tokens=settings.max_tokens or main.max_tokens,
         max_seconds=settings.max_seconds or main.max_seconds,
+        max_delegates=settings.max_delegates or main.max_delegates,
         history_messages=settings.history_messages or main.history_messages,
     )
 

@@ -61,6 +61,7 @@ class AgentSettings:
     offline_model: StrictBool = setting(
         True, "answer with the embedded offline model (pizzamail[local]) when no provider has a key")
     history_messages: Count = setting(40, "most earlier thread messages shown to the model")
+    max_delegates: Count = setting(8, "most child runs one run may start with `delegate`")
     timezone: Zone = setting("", "IANA zone of schedules that name none, such as Europe/Berlin"
                              " (empty: this machine's zone)")
 
@@ -71,6 +72,9 @@ class RunnerSettings:
     max_attempts: Count = setting(
         10, "times in a row a crash may cut a run off before it gets any further; then it fails (such a"
             " run resumes alone: another run's crash does not count against it)")
+    delegation_depth: Count = setting(
+        2, "most delegations in a row: a run this many delegations away from the user's task is"
+           " not offered `delegate`")
 
 
 @dataclass(frozen=True, kw_only=True, config=SECTION)

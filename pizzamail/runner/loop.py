@@ -12,12 +12,12 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from pizzamail.providers.types import Provider, Response, ToolCall
 from pizzamail.runner.limits import LIMIT_PREFIX, Limits, not_run_text, summary_request
 from pizzamail.tools import Explained, Offered, Toolbox, ToolResult
-from pizzamail.transcript import AgentStep, HeldStep, ModelStep, ToolStep, Transcript
+from pizzamail.transcript import AgentStep, DelegateStep, HeldStep, ModelStep, ToolStep, Transcript
 
 log = logging.getLogger("pizzamail.runner")
 
@@ -25,15 +25,30 @@ log = logging.getLogger("pizzamail.runner")
 Checkpoint = Callable[[int, AgentStep], Awaitable[None]]
 #: whether a standing rule ("approve always") lets this held call run (and records that it did)
 Standing = Callable[[Offered, ToolCall], Awaitable[bool]]
+#: starts the child run of a ``delegate`` call and checkpoints the step that names it, together
+Spawn = Callable[[int, ToolCall], Awaitable[DelegateStep]]
+
+
+@dataclass(frozen=True)
+class Delegating:
+    """The run waits for the child runs of these calls."""
+
+    steps: list[DelegateStep]
+
+
+@dataclass(frozen=True)
+class _Spawning:
+    call: ToolCall
 
 
 async def drive(
     *, provider: Provider, tools: Toolbox, transcript: Transcript, max_steps: int,
     checkpoint: Checkpoint, interruptible: Callable[[], AbstractContextManager[object]] = nullcontext,
-    standing: Standing | None = None, limits: Limits | None = None,
-) -> Response | HeldStep:
-    """Run until the model answers without tool calls (its Response) or a call is held for approval
-    (the HeldStep).
+    standing: Standing | None = None, limits: Limits | None = None, spawn: Spawn | None = None,
+) -> Response | HeldStep | Delegating:
+    """Run until the model answers without tool calls (its Response), a call is held for approval
+    (the HeldStep) or the calls are answered but for ``delegate`` calls whose children have not
+    ended (Delegating: the runner resumes the run when they have, their ends recorded).
 
     When a limit is reached (``limits``, by default ``max_steps`` model calls only) the model gets a
     last call without tools to sum up; that answer's ``finish_reason`` is ``limit:<name>``.
@@ -54,18 +69,28 @@ async def drive(
         if pending and stop is None:
             reason = _reason(transcript)
             for call in pending:
-                step: ToolStep | HeldStep
+                gated: ToolStep | HeldStep | _Spawning
                 if limits.tool_calls_left(transcript.steps) <= 0:
-                    step = _answer(call, ToolResult(text=not_run_text(limits), is_error=True))
+                    gated = _answer(call, ToolResult(text=not_run_text(limits), is_error=True))
                 else:
-                    step = await gate(tools, call, reason=reason, interruptible=interruptible,
-                                      standing=standing)
-                await _record(transcript, checkpoint, step)
-                if isinstance(step, HeldStep):
+                    gated = await gate(tools, call, reason=reason, interruptible=interruptible,
+                                       standing=standing)
+                if isinstance(gated, _Spawning):
+                    if spawn is None:
+                        gated = _answer(call, ToolResult(text="delegation is not available here",
+                                                         is_error=True))
+                    else:  # the child and its step are one checkpoint: the children start in parallel
+                        transcript.steps.append(await spawn(transcript.next_seq, call))
+                        transcript.next_seq += 1
+                        continue
+                await _record(transcript, checkpoint, gated)
+                if isinstance(gated, HeldStep):
                     # later calls of the same answer stay pending: they run (or are held) once the
                     # decision is in, in the order the model asked for them
-                    return step
+                    return gated
             continue
+        if transcript.delegated():
+            return Delegating(transcript.delegated())
         if stop is not None:
             return await _summarise(provider, transcript, checkpoint, stop, limits, interruptible)
         with interruptible():
@@ -124,7 +149,7 @@ async def gate(
     tools: Toolbox, call: ToolCall, *, reason: str = "",
     interruptible: Callable[[], AbstractContextManager[object]] = nullcontext,
     standing: Standing | None = None,
-) -> ToolStep | HeldStep:
+) -> ToolStep | HeldStep | _Spawning:
     """Apply the tool's policy to one call, and run it if that is allowed.
 
     A mistake the model made (bad arguments, an unknown tool) and a refusal by policy come back as
@@ -143,6 +168,8 @@ async def gate(
     refused = await _refused(offered, call)
     if refused is not None:
         return _answer(call, refused)
+    if offered.spawns:
+        return _Spawning(call)
     if offered.policy == "ask" and not (
         standing is not None and not offered.never_auto and await standing(offered, call)
     ):

@@ -25,18 +25,19 @@ from pizzamail.store.usage import record_run_usage
 async def conclude(
     store: Store, blobs: BlobStore, run: Run, mail: Composed, *, sender: str, status: str,
     error: str | None = None, model: str | None = None, request_for: int | None = None,
-    extra: Sequence[NewMessage] = (),
+    extra: Sequence[tuple[int, NewMessage]] = (),
 ) -> bool:
     """Record the run's mail and finish it. False if the run was no longer ours to finish.
-    ``extra`` messages (a held draft for ``Drafts``) are recorded with it, once each."""
+    ``extra`` messages, each in its thread (a held draft for ``Drafts``, a note in the delegating
+    run's thread), are recorded with it, once each."""
     blob = await blobs.save(mail.as_bytes())  # before the row that names it, so a committed row has its blob
     async with store.write() as db:
         if await run_status(db, run.id) != "running":
             return False
         reply = message_row(mail, blob, kind=mail.kind, sender=sender, run_id=run.id)
         await add_mail(db, run.thread_id, reply)
-        for message in extra:
-            await add_mail(db, run.thread_id, message, once=True)
+        for thread_id, message in extra:
+            await add_mail(db, thread_id, message, once=True)
         await finish_run(db, run, status=status, error=error, model=model)
         await record_run_usage(db, run.id)
         if request_for is not None:  # a reply to this mail routes back to the action by In-Reply-To

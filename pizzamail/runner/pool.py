@@ -25,10 +25,11 @@ from pizzamail.errors import PizzamailError, ProviderNotConfigured, RunError
 from pizzamail.mailbox import Mailbox
 from pizzamail.mailbox.filing import Filer
 from pizzamail.providers.registry import select_provider
-from pizzamail.providers.types import Message, Provider, Response
+from pizzamail.providers.types import Message, Provider, Response, ToolCall
+from pizzamail.runner.delegation import Delegation
 from pizzamail.runner.history import RunContext, history, load_context
 from pizzamail.runner.limits import Limits, run_notes, usage_of
-from pizzamail.runner.loop import drive
+from pizzamail.runner.loop import Delegating, drive
 from pizzamail.runner.outcome import conclude
 from pizzamail.runner.stops import StopWatch
 from pizzamail.runner.workspace import attachments, workspace_for
@@ -42,16 +43,15 @@ from pizzamail.store.runs import (
     Run,
     add_step,
     claim_next,
+    get_run,
     release_runs,
     requeue_interrupted,
     steps_of,
     stopped_by,
-    thread_sources,
 )
 from pizzamail.store.threads import NewMessage
 from pizzamail.tools import RunScope, Toolbox, ToolRegistry
-from pizzamail.transcript import AgentStep, HeldStep, Transcript, step_from_row
-from pizzamail.triggers.policy import on_outside_content, run_rules
+from pizzamail.transcript import AgentStep, DelegateStep, HeldStep, Transcript, step_from_row
 
 log = logging.getLogger("pizzamail.runner")
 
@@ -113,6 +113,7 @@ class Runner:
     _unsubscribe: list[Callable[[], None]] = field(default_factory=list, init=False, repr=False)
     _approvals: Approvals = field(init=False, repr=False)
     _notices: dict[int, str] = field(default_factory=dict, init=False)  # run id -> provider notice
+    _delegation: Delegation = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.provider_factory is not None:
@@ -129,6 +130,9 @@ class Runner:
         self._approvals = self.approvals or Approvals(
             store=self.store, blobs=self.blobs, mailbox=self.mailbox, config=self.config,
             composer=self._mails, file_mail=self._filer.run, secrets=self.secrets, clock=self.clock)
+        self._delegation = Delegation(store=self.store, blobs=self.blobs, config=self.config,
+                                      workspaces=self._workspaces, clock=self.clock,
+                                      max_result_chars=self.tools.max_result_chars)
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -319,12 +323,10 @@ class Runner:
                  f", alone after {run.crashes} crash(es)" if run.crashes else "")
         agent = self.config.agent_at(run.agent)
         ctx = await load_context(self.store, run, agent or self.config.main_agent)
-        sources = await thread_sources(self.store, run.thread_id)
+        trust = await self._delegation.trust(run)
         scope = RunScope(run_id=run.id, thread_id=run.thread_id, mail=ctx.mail(run),
                          workspace=workspace_for(self._workspaces(), run.id),
-                         rules=run_rules(self.config, sender=ctx.trigger.sender if ctx.trigger else "",
-                                         sources=sources),
-                         outside=on_outside_content(sources), agent=agent)
+                         rules=trust.rules, outside=trust.outside, agent=agent)
         try:
             if agent is None:
                 raise RunError(f"this task was for {run.agent}, which is no longer an agent here",
@@ -337,9 +339,15 @@ class Runner:
                     hint="the task itself may cause the crash: see the server log; the limit is"
                          " `[runner] max_attempts` in config.toml",
                 )
-            toolbox = self.tools.bind(scope)
+            toolbox = self.tools.bind(scope, extra=[self._delegation.offer(run, agent)])
             transcript = await self._transcript(run, ctx, toolbox, agent)
             outcome = await self._agent(run, transcript, toolbox, agent)
+            while isinstance(outcome, Delegating):
+                if await self._delegation.wait(run):
+                    log.info("run %d waits for its delegates (runs %s)", run.id,
+                             [step.child for step in outcome.steps])
+                    return "delegating"
+                outcome = await self._agent(run, transcript, toolbox, agent)
             notes = [*unavailable_notes(toolbox),
                      *run_notes(outcome, agent, self._notices.get(run.id))]
             mail_ctx = await self._mail_context(run, ctx)
@@ -348,7 +356,8 @@ class Runner:
             if isinstance(outcome, Waiting):
                 mail = self._approvals.request(mail_ctx, outcome, toolbox, transcript)
                 return await self._finish(run, mail, status="waiting", request_for=outcome.action.id,
-                                          extra=await self._draft(outcome.action))
+                                          extra=(*await self._draft(outcome.action),
+                                                 *await self._tell_parent(run, outcome.action)))
             if not outcome.text.strip():
                 raise RunError(f"the model finished without an answer ({outcome.finish_reason})")
             reply = self._mails.reply(mail_ctx, outcome.text, notes=notes, files=attachments(scope.workspace),
@@ -374,10 +383,11 @@ class Runner:
         return self.workspaces or self.blobs.root.parent / "workspaces"
 
     async def _agent(self, run: Run, transcript: Transcript, toolbox: Toolbox, agent: Agent,
-                     ) -> Response | HeldStep | Waiting:
+                     ) -> Response | HeldStep | Waiting | Delegating:
         waiting = await self._approvals.settle(run.id, transcript, toolbox, self._interruptible)
         if waiting is not None:
             return waiting
+        await self._delegation.settle(run, transcript)
         provider = self._new_provider(run.model or agent.model)
         notice = getattr(provider, "notice", None)
         if notice:
@@ -389,6 +399,7 @@ class Runner:
                 checkpoint=lambda seq, step: self._checkpoint(run, seq, step, toolbox),
                 interruptible=self._interruptible,
                 standing=lambda offered, call: self._approvals.standing(run.id, offered, call),
+                spawn=lambda seq, call: self._spawn(run, agent, seq, call),
             )
         finally:
             await provider.aclose()
@@ -417,7 +428,28 @@ class Runner:
                                            idempotent=_idempotent(toolbox, step.name))
         self._not_alone(run.id)
 
-    async def _draft(self, action: HeldAction) -> tuple[NewMessage, ...]:
+    async def _spawn(self, run: Run, agent: Agent, seq: int, call: ToolCall) -> DelegateStep:
+        step = await self._delegation.start(run, agent, seq, call)
+        self._not_alone(run.id)
+        return step
+
+    async def _tell_parent(self, run: Run, action: HeldAction) -> tuple[tuple[int, NewMessage], ...]:
+        """A delegate's held call gets a line in the delegating run's thread: the user is there."""
+        if run.parent_run is None:
+            return ()
+        parent = await get_run(self.store, run.parent_run)
+        boss = self.config.agent_at(parent.agent) or self.config.main_agent
+        me = self.config.agent_at(run.agent) or self.config.main_agent
+        ctx = await load_context(self.store, parent, boss)
+        note = self._mails.progress(
+            ctx.mail(parent), f"{me.name} ({me.key}), working on a task I gave it, waits for your approval"
+            f" of `{action.label}`. The request is in your Action folder, and in its thread in Activity.",
+            message_id=f"delegate-waits.{action.id}@{self.config.domain}")
+        blob = await self.blobs.save(note.as_bytes())
+        return ((parent.thread_id, message_row(note, blob, kind="progress", sender=boss.address,
+                                               run_id=parent.id)),)
+
+    async def _draft(self, action: HeldAction) -> tuple[tuple[int, NewMessage], ...]:
         """A held ``draft_email`` is also a real draft in ``Drafts`` (filed once per action)."""
         if not action.is_draft:
             return ()
@@ -425,11 +457,11 @@ class Runner:
         draft = draft_message(action, action.release_arguments, owner=owner, domain=self.config.domain,
                               date=self.clock(), routed=True)
         blob = await self.blobs.save(draft.as_bytes())
-        return (message_row(draft, blob, kind="draft", sender=owner, folder=DRAFTS_FOLDER, flags="\\Draft",
-                            run_id=action.run_id),)
+        return ((action.thread_id, message_row(draft, blob, kind="draft", sender=owner, folder=DRAFTS_FOLDER,
+                                               flags="\\Draft", run_id=action.run_id)),)
 
     async def _finish(self, run: Run, mail: Composed, *, status: str, error: str | None = None,
-                      request_for: int | None = None, extra: tuple[NewMessage, ...] = ()) -> str:
+                      request_for: int | None = None, extra: tuple[tuple[int, NewMessage], ...] = ()) -> str:
         self._notices.pop(run.id, None)
         agent = self.config.agent_at(run.agent) or self.config.main_agent
         done = await conclude(self.store, self.blobs, run, mail, sender=agent.address,

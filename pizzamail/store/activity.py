@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from pizzamail.store import Store
 
 #: run states that are not over yet: their status mail stays, however old
-ACTIVE = ("queued", "running", "waiting")
+ACTIVE = ("queued", "running", "waiting", "delegating")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -68,19 +68,21 @@ async def board_runs(store: Store, *, finished_since: datetime) -> list[BoardRun
 async def last_tool(store: Store, run_id: int) -> str | None:
     """The tool the run called last (run, or held for approval)."""
     row = await store.fetchone(
-        "SELECT data FROM steps WHERE run_id = ? AND kind IN ('tool', 'held') ORDER BY seq DESC LIMIT 1",
+        "SELECT data FROM steps WHERE run_id = ? AND kind IN ('tool', 'held', 'delegate')"
+        " ORDER BY seq DESC LIMIT 1",
         (run_id,))
     if row is None:
         return None
     return str(json.loads(row["data"]).get("name") or "") or None
 
 
-async def progress_notes(store: Store, run_ids: list[int]) -> list[ProgressNote]:
-    """The progress notes (``post_progress``) of these runs, oldest first."""
+async def progress_notes(store: Store, run_ids: list[int], *, board: str) -> list[ProgressNote]:
+    """The progress notes (``post_progress``) of these runs, oldest first, but for those filed in the
+    ``board`` folder already (a delegation's thread lives there)."""
     if not run_ids:
         return []
     marks = ", ".join("?" * len(run_ids))
     rows = await store.fetchall(
-        f"SELECT id, run_id, blob FROM messages WHERE kind = 'progress' AND run_id IN ({marks}) ORDER BY id",
-        run_ids)
+        f"SELECT id, run_id, blob FROM messages WHERE kind = 'progress' AND run_id IN ({marks})"
+        " AND folder != ? ORDER BY id", [*run_ids, board])
     return [ProgressNote(message=int(r["id"]), run=int(r["run_id"]), blob=str(r["blob"])) for r in rows]

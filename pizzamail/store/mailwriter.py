@@ -15,7 +15,7 @@ import aiosqlite
 
 from pizzamail.mail.parse import ParsedMail
 from pizzamail.store.blobs import Blob
-from pizzamail.store.runs import create_run
+from pizzamail.store.runs import Run, create_run
 from pizzamail.store.threads import NewMessage, add_message, create_thread, log_event, message_exists
 
 
@@ -42,7 +42,7 @@ class Task:
 
 
 def message_row(mail: Threaded, blob: Blob, *, kind: str, sender: str, direction: str = "out",
-                run_id: int | None = None, folder: str = "INBOX", flags: str = "") -> NewMessage:
+                run_id: int | None = None, folder: str | None = None, flags: str = "") -> NewMessage:
     """The row of a mail pizzamail wrote (or, ``direction="in"``, wrote for the user: a trigger's task)."""
     return NewMessage(message_id=mail.message_id, in_reply_to=mail.in_reply_to, refs=mail.references,
                       direction=direction, kind=kind, sender=sender, subject=mail.subject, body=mail.body,
@@ -67,13 +67,17 @@ async def add_mail(db: aiosqlite.Connection, thread_id: int, row: NewMessage, *,
 
 
 async def add_task(db: aiosqlite.Connection, row: NewMessage, *, thread_id: int | None, agent: str,
-                   event: str, source: str | None = None, model: str | None = None, **data: Any) -> Task:
-    """A task received: its mail (in ``thread_id``, or a new thread named after it), a queued run
-    of ``agent`` (its address) for it and the ``event`` in the log."""
+                   event: str, source: str | None = None, model: str | None = None,
+                   parent: Run | None = None, folder: str = "INBOX", **data: Any) -> Task:
+    """A task received: its mail (in ``thread_id``, or a new thread in ``folder`` named after it), a
+    queued run of ``agent`` (its address) for it and the ``event`` in the log. ``parent``: the run
+    whose ``delegate`` call gave this task."""
     if thread_id is None:
-        thread_id = await create_thread(db, subject=row.subject or "(no subject)", agent=agent)
+        thread_id = await create_thread(db, subject=row.subject or "(no subject)", agent=agent,
+                                        folder=folder)
     message = await add_message(db, thread_id, row)
-    run_id = await create_run(db, thread_id, message, source=source, agent=agent, model=model)
+    run_id = await create_run(db, thread_id, message, source=source, agent=agent, model=model,
+                              parent=parent)
     await log_event(db, event, thread_id=thread_id, run_id=run_id, **data)
     return Task(thread_id=thread_id, run_id=run_id, message_row=message)
 

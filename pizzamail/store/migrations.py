@@ -379,6 +379,18 @@ MIGRATIONS: list[tuple[str, str]] = [
         ALTER TABLE runs ADD COLUMN stop_requested TEXT
         """,
     ),
+    (
+        # Delegation: a child run started by a `delegate` call knows its parent (which waits in
+        # status 'delegating' until its children end) and how deep it is. A thread lives in a folder
+        # (a delegation's thread in Activity): its mails are filed there unless they name another.
+        "018_delegation",
+        """
+        ALTER TABLE runs ADD COLUMN parent_run INTEGER REFERENCES runs(id);
+        ALTER TABLE runs ADD COLUMN depth INTEGER NOT NULL DEFAULT 0;
+        CREATE INDEX runs_parent ON runs(parent_run);
+        ALTER TABLE threads ADD COLUMN folder TEXT NOT NULL DEFAULT 'INBOX'
+        """,
+    ),
 ]
 
 

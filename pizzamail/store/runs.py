@@ -41,6 +41,10 @@ class Run:
     """the address of the agent this run is of (``research@…``); None: the main agent"""
     stop_requested: str | None = None
     """who asked this run to stop (an address, or ``cli``); the runner ends it ``stopped``"""
+    parent_run: int | None = None
+    """the run whose ``delegate`` call started this one (it waits, ``delegating``, until it ends)"""
+    depth: int = 0
+    """delegations between this run and the one the user started (0: the user's own)"""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -52,15 +56,16 @@ class Step:
 
 async def create_run(
     db: aiosqlite.Connection, thread_id: int, message_row: int | None, *, source: str | None = None,
-    agent: str | None = None, model: str | None = None,
+    agent: str | None = None, model: str | None = None, parent: Run | None = None,
 ) -> int:
     """A queued run of ``agent`` (its address; None: the main agent), with ``model`` instead of the
     agent's own when given (a trigger's ``model``). ``source`` only from a trigger's own code
-    (``TriggerMail.source``), never from mail."""
+    (``TriggerMail.source``), never from mail. ``parent``: the run delegating this one."""
     cursor = await db.execute(
-        "INSERT INTO runs(thread_id, message_id, status, created_at, source, agent, model)"
-        " VALUES (?, ?, 'queued', ?, ?, ?, ?)",
-        (thread_id, message_row, now(), source, agent.lower() if agent else None, model or None),
+        "INSERT INTO runs(thread_id, message_id, status, created_at, source, agent, model, parent_run,"
+        " depth) VALUES (?, ?, 'queued', ?, ?, ?, ?, ?, ?)",
+        (thread_id, message_row, now(), source, agent.lower() if agent else None, model or None,
+         parent.id if parent else None, parent.depth + 1 if parent else 0),
     )
     await db.execute(
         "UPDATE threads SET status = 'queued', updated_at = ? WHERE id = ?", (now(), thread_id)
@@ -85,7 +90,7 @@ async def claim_next(store: Store, *, exclude_threads: set[int], busy: bool = Fa
         async with db.execute(
             f"SELECT * FROM runs r WHERE status = 'queued' {crashed} AND NOT EXISTS (SELECT 1 FROM"
             " runs o WHERE o.thread_id = r.thread_id AND o.id < r.id AND o.status IN"
-            " ('queued', 'running')) ORDER BY crashes = 0, id"
+            " ('queued', 'running', 'delegating')) ORDER BY crashes = 0, id"
         ) as cursor:
             rows = await cursor.fetchall()
         row = next((r for r in rows if r["thread_id"] not in exclude_threads), None)
@@ -170,6 +175,49 @@ async def finish_run(
         "UPDATE threads SET status = ?, updated_at = ? WHERE id = ?",
         (thread_status, now(), run.thread_id),
     )
+    if run.parent_run is not None and status in ENDED:
+        await _wake_parent(db, run.parent_run)
+
+
+#: a run in one of these states never changes again
+ENDED = ("done", "failed", "stopped")
+_ENDED_SQL = "('done', 'failed', 'stopped')"
+
+
+async def _wake_parent(db: aiosqlite.Connection, parent: int) -> None:
+    """The delegating run goes back to the queue once its last child has ended (in the child's
+    ending transaction, so no end is missed and none wakes it twice)."""
+    cursor = await db.execute(
+        "UPDATE runs SET status = 'queued' WHERE id = ? AND status = 'delegating' AND NOT EXISTS"
+        f" (SELECT 1 FROM runs c WHERE c.parent_run = ? AND c.status NOT IN {_ENDED_SQL})",
+        (parent, parent))
+    if cursor.rowcount == 1:
+        await _announce_queued(db, parent)
+
+
+async def _announce_queued(db: aiosqlite.Connection, run_id: int) -> None:
+    async with db.execute("SELECT thread_id FROM runs WHERE id = ?", (run_id,)) as cursor:
+        row = await cursor.fetchone()
+    assert row is not None
+    record(db, RunQueued(run=run_id, thread=int(row[0])))
+    record(db, RunChanged(run=run_id, thread=int(row[0]), status="queued"))
+
+
+async def await_children(db: aiosqlite.Connection, run: Run) -> bool:
+    """The run waits (``delegating``) for its children; False when every one has ended already
+    (the run goes on at once). Decided in one transaction with the children's ends."""
+    async with db.execute(f"SELECT 1 FROM runs WHERE parent_run = ? AND status NOT IN {_ENDED_SQL}"
+                          " LIMIT 1", (run.id,)) as cursor:
+        if await cursor.fetchone() is None:
+            return False
+    await db.execute("UPDATE runs SET status = 'delegating' WHERE id = ? AND status = 'running'", (run.id,))
+    record(db, RunChanged(run=run.id, thread=run.thread_id, status="delegating"))
+    return True
+
+
+async def count_children(store: Store, run_id: int) -> int:
+    row = await store.fetchone("SELECT count(*) FROM runs WHERE parent_run = ?", (run_id,))
+    return int(row[0]) if row else 0
 
 
 async def has_queued(store: Store) -> bool:
@@ -221,19 +269,18 @@ async def resume_waiting(db: aiosqlite.Connection, run_id: int, thread_id: int) 
 
 
 async def request_stop(db: aiosqlite.Connection, thread_id: int, *, by: str) -> int | None:
-    """Ask the thread's working run to stop, and end the follow-ups queued behind it, which never
-    start. The run asked, or None when none was working (then nothing changes).
+    """Ask the thread's working run (or one waiting for its delegates) to stop, with every run it
+    delegated, and end the follow-ups queued behind it, which never start. The run asked, or None
+    when none was working (then nothing changes).
 
     Only the request is written here: the runner working on the run cancels it and writes its end
     (told by :class:`StopRequested` in this process; another process's runner notices the row)."""
-    async with db.execute("SELECT id FROM runs WHERE thread_id = ? AND status = 'running'",
+    async with db.execute("SELECT id FROM runs WHERE thread_id = ? AND status IN ('running', 'delegating')",
                           (thread_id,)) as cursor:
         row = await cursor.fetchone()
     if row is None:
         return None
     run_id = int(row[0])
-    await db.execute("UPDATE runs SET stop_requested = coalesce(stop_requested, ?) WHERE id = ?",
-                     (by, run_id))
     async with db.execute("SELECT id FROM runs WHERE thread_id = ? AND status = 'queued'",
                           (thread_id,)) as cursor:
         queued = [int(r[0]) for r in await cursor.fetchall()]
@@ -241,8 +288,35 @@ async def request_stop(db: aiosqlite.Connection, thread_id: int, *, by: str) -> 
                      " finished_at = ? WHERE thread_id = ? AND status = 'queued'", (now(), thread_id))
     for follow_up in queued:  # the Activity board drops their "queued" rows at once
         record(db, RunChanged(run=follow_up, thread=thread_id, status="stopped"))
-    record(db, StopRequested(run=run_id, thread=thread_id))
+    # after the follow-ups: a run waiting for its delegates is queued again to be ended
+    for stopping in [run_id, *await _descendants(db, run_id)]:
+        await _ask_to_stop(db, stopping, by=by)
     return run_id
+
+
+async def _descendants(db: aiosqlite.Connection, run_id: int) -> list[int]:
+    """The runs delegated from ``run_id``, their own delegates too, that have not ended."""
+    async with db.execute(
+        "WITH RECURSIVE tree(id) AS (SELECT id FROM runs WHERE parent_run = ? UNION"
+        " SELECT r.id FROM runs r JOIN tree ON r.parent_run = tree.id)"
+        f" SELECT r.id FROM runs r JOIN tree ON r.id = tree.id WHERE r.status NOT IN {_ENDED_SQL}"
+        " ORDER BY r.id", (run_id,)) as cursor:
+        return [int(r[0]) for r in await cursor.fetchall()]
+
+
+async def _ask_to_stop(db: aiosqlite.Connection, run_id: int, *, by: str) -> None:
+    """A working run is told (:class:`StopRequested`); one no worker holds (queued, waiting for a
+    decision or for its delegates) goes to the queue, and the runner that takes it ends it."""
+    await db.execute("UPDATE runs SET stop_requested = coalesce(stop_requested, ?) WHERE id = ?",
+                     (by, run_id))
+    async with db.execute("SELECT thread_id, status FROM runs WHERE id = ?", (run_id,)) as cursor:
+        row = await cursor.fetchone()
+    assert row is not None
+    if row[1] == "running":
+        record(db, StopRequested(run=run_id, thread=int(row[0])))
+        return
+    await db.execute("UPDATE runs SET status = 'queued' WHERE id = ?", (run_id,))
+    await _announce_queued(db, run_id)
 
 
 async def ask_stop(db: aiosqlite.Connection, thread_id: int, *, by: str) -> int | None:

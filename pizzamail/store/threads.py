@@ -27,7 +27,8 @@ class NewMessage:
     body: str
     blob: str
     size: int
-    folder: str = "INBOX"
+    folder: str | None = None
+    """None: the thread's folder (INBOX, or Activity for a delegation's thread)"""
     flags: str = ""
     run_id: int | None = None
 
@@ -67,16 +68,18 @@ class Thread:
     status: str
     created_at: str
     updated_at: str
+    folder: str = "INBOX"
     messages: int = 0
     last_error: str | None = None
 
 
-async def create_thread(db: aiosqlite.Connection, *, subject: str, agent: str) -> int:
+async def create_thread(db: aiosqlite.Connection, *, subject: str, agent: str, folder: str = "INBOX"
+                        ) -> int:
     stamp = now()
     cursor = await db.execute(
-        "INSERT INTO threads(subject, agent, status, created_at, updated_at)"
-        " VALUES (?, ?, 'open', ?, ?)",
-        (subject, agent, stamp, stamp),
+        "INSERT INTO threads(subject, agent, status, created_at, updated_at, folder)"
+        " VALUES (?, ?, 'open', ?, ?, ?)",
+        (subject, agent, stamp, stamp, folder),
     )
     assert cursor.lastrowid is not None
     return cursor.lastrowid
@@ -89,18 +92,25 @@ async def set_thread_status(db: aiosqlite.Connection, thread_id: int, status: st
 
 
 async def add_message(db: aiosqlite.Connection, thread_id: int, msg: NewMessage) -> int:
+    folder = msg.folder or await _thread_folder(db, thread_id)
     cursor = await db.execute(
         "INSERT INTO messages(thread_id, message_id, in_reply_to, refs, direction, kind, sender,"
         " subject, body, blob, size, run_id, folder, flags, created_at)"
         " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (thread_id, msg.message_id, msg.in_reply_to, " ".join(msg.refs), msg.direction,
          msg.kind, msg.sender, msg.subject, msg.body, msg.blob, msg.size, msg.run_id,
-         msg.folder, msg.flags, now()),
+         folder, msg.flags, now()),
     )
     assert cursor.lastrowid is not None
-    record(db, MessageAdded(message=cursor.lastrowid, thread=thread_id, folder=msg.folder,
+    record(db, MessageAdded(message=cursor.lastrowid, thread=thread_id, folder=folder,
                             direction=msg.direction, kind=msg.kind))
     return cursor.lastrowid
+
+
+async def _thread_folder(db: aiosqlite.Connection, thread_id: int) -> str:
+    async with db.execute("SELECT folder FROM threads WHERE id = ?", (thread_id,)) as cursor:
+        row = await cursor.fetchone()
+    return str(row[0]) if row else "INBOX"
 
 
 async def thread_chain(db: aiosqlite.Connection, thread_id: int, *, keep: int = 20

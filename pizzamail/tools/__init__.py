@@ -15,6 +15,7 @@ held, and say in plain words what a held call will do, for the approval request.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -94,6 +95,10 @@ class Offered:
     ruled: bool = False
     """a user rule of the source's own (``[mcp.servers.NAME.policy]``) decided: it beats
     ``[tools.policy]``"""
+    spawns: bool = False
+    """a call starts a child run instead of running here (``delegate``): the runner records it
+    together with the child and waits for the child's end, which becomes the call's result. Such a
+    call is never held: the child's own consequential calls are"""
 
     @property
     def name(self) -> str:
@@ -192,9 +197,10 @@ class ToolRegistry:
     def add_source(self, source: ToolSource) -> None:
         self._sources.append(source)
 
-    def bind(self, scope: RunScope) -> Toolbox:
+    def bind(self, scope: RunScope, *, extra: Sequence[Offer] = ()) -> Toolbox:
+        """The run's tools; ``extra``: offers of the run's own (``delegate``), after every source."""
         box = Toolbox(max_result_chars=self.max_result_chars)
-        offers = [Offer(tools=list(self._tools.values())), *(s.offer(scope) for s in self._sources)]
+        offers = [Offer(tools=list(self._tools.values())), *(s.offer(scope) for s in self._sources), *extra]
         for offer in offers:
             for offered in offer.tools:
                 if offered.name in box.tools:  # the first source wins; built-ins come first
