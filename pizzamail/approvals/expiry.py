@@ -18,7 +18,7 @@ from pizzamail.approvals.request import reply_address
 from pizzamail.composer import Composer, MailContext
 from pizzamail.config import Config, duration_seconds
 from pizzamail.store import Store
-from pizzamail.store.actions import HeldAction, mark_reminded
+from pizzamail.store.actions import HeldAction, held_actions, mark_reminded
 from pizzamail.store.blobs import BlobStore
 from pizzamail.store.mailwriter import add_mail, message_row
 from pizzamail.store.threads import find_message
@@ -26,6 +26,7 @@ from pizzamail.store.threads import find_message
 log = logging.getLogger("pizzamail.approvals")
 
 EXPIRED_NOTE = "expired unanswered"
+STOPPED_NOTE = "its run was stopped"
 
 
 def age_seconds(action: HeldAction, now: datetime) -> float:
@@ -54,12 +55,19 @@ async def expire_and_remind(store: Store, blobs: BlobStore, composer: Composer, 
     return expired, reminded
 
 
-async def _expire(store: Store, action: HeldAction) -> int:
+async def withdraw(store: Store, run_id: int) -> int:
+    """The held calls of a run that ends stopped expire: a late decision is answered "expired",
+    never released into a run that is over."""
+    return sum([await _expire(store, a, note=STOPPED_NOTE)
+                for a in await held_actions(store, run_id=run_id, status="held")])
+
+
+async def _expire(store: Store, action: HeldAction, *, note: str = EXPIRED_NOTE) -> int:
     async with store.write() as db:
-        applied = await apply_decision(db, action, Decision(kind="expire", note=EXPIRED_NOTE),
+        applied = await apply_decision(db, action, Decision(kind="expire", note=note),
                                        by="pizzamail", via=action.request_message_id or "")
     if applied.applied:
-        log.info("action %d (%s) expired unanswered", action.id, action.label)
+        log.info("action %d (%s) expired: %s", action.id, action.label, note)
     return int(applied.applied)
 
 

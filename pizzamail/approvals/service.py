@@ -22,7 +22,7 @@ from email.message import EmailMessage
 import aiosqlite
 
 from pizzamail.approvals.decide import asks_to_stop
-from pizzamail.approvals.expiry import expire_and_remind
+from pizzamail.approvals.expiry import expire_and_remind, withdraw
 from pizzamail.approvals.intake import (
     Decided,
     draft_action,
@@ -173,6 +173,12 @@ class Approvals:
         async with self._syncing:
             return await sync_action_folder(self.store, self.mailbox, self.blobs,
                                             owner=self.config.account.address)
+
+    async def withdraw(self, run_id: int) -> None:
+        """A run ending ``stopped`` asks nothing any more: its held calls expire, their requests
+        leave ``Action``."""
+        if await withdraw(self.store, run_id):
+            await self.sync()
 
     async def sweep(self) -> bool:
         """Expire and remind, then :meth:`sync`; True when a run was queued again."""

@@ -256,6 +256,7 @@ class Runner:
 
     async def _stopped(self, run: Run, by: str) -> str:
         log.info("run %d: ending it, as %s asked", run.id, by)
+        await self._approvals.withdraw(run.id)
         ctx = await load_context(self.store, run, self.config.agent_at(run.agent) or self.config.main_agent)
         return await self._finish(run, self._mails.stopped(ctx.mail(run), by=by), status="stopped")
 

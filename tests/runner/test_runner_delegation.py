@@ -15,9 +15,10 @@ from typing import Any
 
 from pizzamail.activity.status import status_subject
 from pizzamail.config import RunnerSettings, SpecialistSettings
+from pizzamail.store.actions import held_actions
 from pizzamail.store.activity import board_runs
 from pizzamail.store.events import RunChanged
-from pizzamail.store.runs import Run, get_run
+from pizzamail.store.runs import Run, ask_stop, get_run
 from pizzamail.store.threads import thread_messages
 from tests.fakes.openai_server import FakeOpenAI, text, tool_call, tool_calls
 from tests.fakes.scripted import Recorded, Scripted
@@ -240,3 +241,28 @@ async def test_the_board_shows_the_parent_waiting_for_a_delegate(
         assert status_subject(shown) == "[waiting for a delegate] Ask — step 1, delegate"
         release.set()
         assert (await _status(harness, run_id, "done")).status == "done"
+
+
+async def test_stopping_a_delegating_run_stops_a_delegate_that_waits_for_approval_and_withdraws_its_request(
+    harness: Harness, fake_openai: FakeOpenAI
+) -> None:
+    harness = _team(harness)
+    fake_openai.script([tool_call("delegate", {"agent": "research", "task": "Mail Ann"}),
+                        tool_call("draft_email", {"to": "ann@example.com", "subject": "Hi", "body": "Hi"})])
+    run_id = await harness.task("Have research mail Ann", subject="Ann")
+    async with harness.running(**with_tools(harness)) as runner:
+        runner.wake()
+        await _status(harness, run_id, "delegating")  # its child exists from here on
+        child = await _status(harness, run_id + 1, "waiting")
+        [held] = await held_actions(harness.store, run_id=child.id)
+        assert held.status == "held"
+        parent = await get_run(harness.store, run_id)
+        async with harness.store.write() as db:
+            assert await ask_stop(db, parent.thread_id, by="me@pizzamail.localhost") == run_id
+        assert (await _status(harness, child.id, "stopped")).stop_requested == "me@pizzamail.localhost"
+        assert (await _status(harness, run_id, "stopped")).status == "stopped"
+    [withdrawn] = await held_actions(harness.store, run_id=child.id)
+    assert withdrawn.status == "expired"
+    assert len(fake_openai.requests) == 2  # neither run asked the model again
+    kinds = [m["X-Pizzamail-Kind"] for _, m in await bot_mails(harness.mailbox)]
+    assert kinds.count("stopped") == 1 and "reply" not in kinds
