@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import sqlite3
 import stat
 import subprocess
 import sys
@@ -56,6 +57,19 @@ def test_task_creates_a_thread_listed_by_threads(tmp_path: Path) -> None:
     summary = [(r["id"], r["status"], r["subject"]) for r in rows]
     assert summary == [(1, "queued", "Summarise the release notes")]
     assert "Summarise the release notes" in run(tmp_path, "threads").output
+
+
+def test_task_for_a_specialist_is_a_run_of_it_and_an_unknown_agent_is_refused(tmp_path: Path) -> None:
+    run(tmp_path, "init")
+    with (tmp_path / "config.toml").open("a") as config:
+        config.write('\n[agents.research]\ndescription = "Finds sources"\n')
+    result = run(tmp_path, "task", "--agent", "research", "Find sources on tides")
+    assert "thread 1: queued for research (research@pizzamail.localhost)" in result.output
+    with sqlite3.connect(tmp_path / "state.db") as db:
+        assert db.execute("SELECT agent FROM runs").fetchall() == [("research@pizzamail.localhost",)]
+    refused = run(tmp_path, "task", "--agent", "nobody", "Anything")
+    assert refused.exit_code == 2
+    assert "no agent 'nobody'; the agents are: bot@pizzamail.localhost (main), research" in refused.output
 
 
 def test_doctor_reports_fallback_secrets_and_missing_key(tmp_path: Path) -> None:

@@ -16,31 +16,47 @@ from pizzamail.store.threads import Thread, list_threads
 from pizzamail.store.usage import Usage, thread_usage
 
 if TYPE_CHECKING:
+    from pizzamail.config import Agent
     from pizzamail.intake.tasks import Stored
 
 
 @click.command()
 @click.argument("text")
+@click.option("--agent", "agent_name", metavar="NAME",
+              help="The agent to give it to: NAME of [agents.NAME], or its address (default: the main agent).")
 @click.pass_obj
-def task(app: App, text: str) -> None:
+def task(app: App, text: str, agent_name: str | None) -> None:
     """Give the agent a task without writing a mail; the answer arrives in INBOX."""
     if not text.strip():
         raise click.UsageError("the task is empty")
     app.initialise()
-    stored = asyncio.run(_submit(app, text))
-    click.echo(f"thread {stored.thread_id}: queued")
+    agent = _agent(app, agent_name)
+    stored = asyncio.run(_submit(app, text, agent.address))
+    click.echo(f"thread {stored.thread_id}: queued for {agent.name} ({agent.address})")
     if not app.home.state_file.exists():
         click.echo("pizzamail is not running; the task starts with `pizzamail serve`.")
 
 
-async def _submit(app: App, text: str) -> Stored:
+def _agent(app: App, name: str | None) -> Agent:
+    agents = app.config.all_agents()
+    if not name:
+        return agents[0]
+    found = next((a for a in agents if name.lower() in (a.key, a.address)), None)
+    if found is None:
+        known = ", ".join(a.key if a.key != "agent" else f"{a.address} (main)" for a in agents)
+        raise click.BadParameter(f"no agent {name!r}; the agents are: {known} (see `pizzamail agents`)",
+                                 param_hint="--agent")
+    return found
+
+
+async def _submit(app: App, text: str, agent: str) -> Stored:
     from pizzamail.intake.tasks import submit_text  # mail parsing: `threads` starts without it
 
     config = app.config
     async with Store(path=app.home.database) as store:
         return await submit_text(
             store, BlobStore(root=app.home.blobs), text, sender=config.account.address,
-            agent=config.agent.address, domain=config.domain,
+            agent=agent, domain=config.domain,
         )
 
 

@@ -102,7 +102,12 @@ def test_kill_9_while_the_parent_waits_for_a_delegate_loses_nothing_and_repeats_
     [request] = _folder(served, "Action")
     note = [m for m in _folder(served, "INBOX") if m["X-Pizzamail-Kind"] == "progress"]
     assert len(note) == 1 and "waits for your approval of `ledger: pay`" in _plain(note[0])
-    threaded = [m for m in _folder(served, "Activity") if m["X-Pizzamail-Approval"]]
+    activity = _folder(served, "Activity")
+    [delegation] = [m for m in activity if m["X-Pizzamail-Delegated-By"]]
+    assert (str(delegation["To"]), str(delegation["Subject"])) == (
+        "Research <research@pizzamail.localhost>", "Pay Bob")
+    assert _plain(delegation).strip() == "Pay Bob 5"
+    threaded = [m for m in activity if m["X-Pizzamail-Approval"]]
     assert len(threaded) == 1  # the request is in the delegate's own thread, in Activity
     assert served.stop(signal.SIGKILL) == -signal.SIGKILL  # both wait: the parent and its delegate
 
