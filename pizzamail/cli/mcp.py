@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import click
 
 from pizzamail.cli.app import App
-from pizzamail.config import Config, parse_config, read_toml
+from pizzamail.config import Config, McpServerSettings, parse_config, read_toml
 from pizzamail.errors import ConfigError
 from pizzamail.home import write_private
 from pizzamail.tools.importing import from_mcp_json
@@ -70,6 +70,53 @@ def mcp_list(app: App, as_json: bool, timeout: float) -> None:
         click.echo(f"{r.name} ({r.transport}): {r.status}" + (f" - {r.error}" if r.error else ""))
         for tool in r.tools:
             click.echo(f"  {tool['policy']:<5} {tool['exposed']}")
+
+
+@mcp.command("login")
+@click.argument("name")
+@click.option("--no-browser", is_flag=True, help="Only print the address to open (no desktop here).")
+@click.option("--timeout", default=300.0, show_default=True, help="Seconds to wait for the browser.")
+@click.pass_obj
+def mcp_login(app: App, name: str, no_browser: bool, timeout: float) -> None:
+    """Log in to a server with auth = "oauth": opens the browser; the tokens go to the keyring."""
+    from pizzamail.tools.mcp import log_in
+
+    settings = _oauth_server(app, name)
+
+    async def show(url: str) -> None:
+        click.echo(f"Open this address to log in to {name} (waiting up to {timeout:g} s):\n  {url}")
+        if not no_browser:
+            import webbrowser
+
+            webbrowser.open(url)
+
+    tools = asyncio.run(log_in(name, settings, app.secrets, show=show, browser_wait=timeout))
+    click.echo(f"logged in to {name}: {len(tools)} tool(s); the tokens are kept in {app.secrets.location}")
+
+
+@mcp.command("logout")
+@click.argument("name")
+@click.pass_obj
+def mcp_logout(app: App, name: str) -> None:
+    """Forget a server's OAuth tokens and registration (revoke them at the server's site too)."""
+    from pizzamail.tools.oauth import secret_name
+
+    _oauth_server(app, name)
+    gone = app.secrets.delete(secret_name(name))
+    app.secrets.remember_name(secret_name(name), False)
+    click.echo(f"logged out of {name}" if gone else f"{name} had no login")
+
+
+def _oauth_server(app: App, name: str) -> McpServerSettings:
+    settings = app.config.mcp.servers.get(name)
+    if settings is None:
+        known = ", ".join(app.config.mcp.servers) or "none"
+        raise click.BadParameter(f"no MCP server {name!r} in config.toml (configured: {known})",
+                                 param_hint="NAME")
+    if settings.auth != "oauth" or not settings.url:
+        raise click.BadParameter(f'{name} does not use OAuth: set url and auth = "oauth" in its'
+                                 f" [mcp.servers.{name}] section first", param_hint="NAME")
+    return settings
 
 
 @mcp.command("add")

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 @click.command()
 @click.argument("text")
 @click.option("--agent", "agent_name", metavar="NAME",
-              help="The agent to give it to: NAME of [agents.NAME], or its address (default: the main agent).")
+              help="The agent to give it to: NAME of [agents.NAME] or its address (default: the main one).")
 @click.pass_obj
 def task(app: App, text: str, agent_name: str | None) -> None:
     """Give the agent a task without writing a mail; the answer arrives in INBOX."""

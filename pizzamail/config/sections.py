@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, StrictBool, StrictInt, StrictStr
 from pydantic.dataclasses import dataclass
@@ -116,13 +116,17 @@ class McpServerSettings:
     url: Annotated[StrictStr, checked(url_problem)] = setting(
         "", "streamable HTTP endpoint, such as http://127.0.0.1:8000/mcp")
     headers: dict[str, StrictStr] = setting({}, "HTTP headers; values may say ${VAR} or ${secret:NAME}")
+    sse: StrictBool = setting(False, "url: the legacy HTTP+SSE transport instead of streamable HTTP")
+    auth: Literal["", "oauth"] = setting(
+        "", '"oauth": log in with OAuth 2.1 (`pizzamail mcp login NAME`; tokens stay in the keyring)')
+    scope: StrictStr = setting("", "oauth: the scopes to ask for (default: those the server names)")
     timeout: Seconds = setting(60.0, "seconds one tool call may take")
     policy: Policies = setting({}, "tool name glob -> auto, ask or deny")
     expires: Duration = setting("", "held calls of this server expire unanswered after this (\"2h\")")
 
     @property
     def transport(self) -> str:
-        return "http" if self.url else "stdio"
+        return ("sse" if self.sse else "http") if self.url else "stdio"
 
 
 @dataclass(frozen=True, kw_only=True, config=SECTION)

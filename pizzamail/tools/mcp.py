@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,6 +21,7 @@ from typing import Any
 import httpx2
 from mcp import Client, MCPError, StdioServerParameters, stdio_client
 from mcp.client._transport import Transport
+from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.types import CONNECTION_CLOSED, REQUEST_TIMEOUT, CallToolResult, Implementation, TextContent
 from mcp.types import Tool as McpToolDefinition
@@ -32,6 +34,14 @@ from pizzamail.secrets import SecretStore
 from pizzamail.tools import Offer, Offered, RunScope, ToolResult, Unavailable
 from pizzamail.tools.expand import expand_all
 from pizzamail.tools.names import exposed_name
+from pizzamail.tools.oauth import (
+    Callback,
+    KeyringTokens,
+    login_needed,
+    oauth_provider,
+    secret_name,
+    serving_provider,
+)
 from pizzamail.tools.policy import Policy, effective, from_annotations
 
 log = logging.getLogger("pizzamail.mcp")
@@ -185,16 +195,18 @@ class McpConnection:
             self.client = None
 
     def _client(self, stack: AsyncExitStack) -> Client:
-        target = self.target if self.target is not None else self._transport(stack)
+        target = self.target if self.target is not None else self.transport(stack, self._oauth())
         return Client(target, client_info=CLIENT_INFO,
                       read_timeout_seconds=self.settings.timeout)
 
-    def _transport(self, stack: AsyncExitStack) -> Transport:
+    def transport(self, stack: AsyncExitStack, auth: httpx2.Auth | None) -> Transport:
         s, key = self.settings, f"mcp.servers.{self.name}"
         if s.url:
             headers = expand_all(s.headers, key=f"{key}.headers", secrets=self.secrets)
+            if s.sse:
+                return sse_client(s.url, headers=headers, timeout=30.0, auth=auth)
             # we own this client, so the stack closes it after the MCP session has ended
-            http = httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30.0, read=300.0))
+            http = httpx2.AsyncClient(headers=headers, auth=auth, timeout=httpx2.Timeout(30.0, read=300.0))
             stack.push_async_callback(http.aclose)
             return streamable_http_client(s.url, http_client=http)
         env = expand_all(s.env, key=f"{key}.env", secrets=self.secrets)
@@ -205,6 +217,13 @@ class McpConnection:
         path = self.log_dir / f"mcp-{self.name}.log"
         errlog = stack.enter_context(path.open("a", encoding="utf-8"))
         return stdio_client(params, errlog=errlog)
+
+    def _oauth(self) -> httpx2.Auth | None:
+        if self.settings.auth != "oauth":
+            return None
+        if self.secrets is None or self.secrets.get(secret_name(self.name)) is None:
+            raise login_needed(self.name)
+        return serving_provider(self.name, self.settings.url, self.secrets, scope=self.settings.scope)
 
     # -- calls ---------------------------------------------------------------------------------
 
@@ -237,6 +256,23 @@ class McpConnection:
                 " effect is unknown. Its tools are unavailable until it is restarted."))
         log.warning("MCP server %s: %s failed: %s", self.name, tool, describe(exc))
         return ToolResult(text=f"the MCP server {self.name!r} refused the call: {exc.message}", is_error=True)
+
+
+async def log_in(name: str, settings: McpServerSettings, secrets: SecretStore, *,
+                 show: Callable[[str], Awaitable[None]], browser_wait: float = 300.0
+                 ) -> list[McpToolDefinition]:
+    """``pizzamail mcp login``: the OAuth flow for one server, through the browser (``show`` gets the
+    address to open); returns the tools it lists once logged in. A login starts afresh: the old
+    tokens and registration are dropped first."""
+    KeyringTokens(secrets=secrets, server=name).forget_registration()
+    async with Callback(timeout=browser_wait) as callback, AsyncExitStack() as stack:
+        auth = oauth_provider(name, settings.url, secrets, scope=settings.scope,
+                              redirect_uri=callback.redirect_uri, redirect=show, callback=callback.wait)
+        connection = McpConnection(name=name, settings=settings, secrets=secrets)
+        target = connection.transport(stack, auth)
+        client = await stack.enter_async_context(
+            Client(target, client_info=CLIENT_INFO, read_timeout_seconds=settings.timeout))
+        return await list_all_tools(client)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -1,6 +1,7 @@
 """A tiny MCP server for the tests, reached for real over stdio or streamable HTTP.
 
-``python notes.py`` speaks stdio; ``python notes.py http PORT`` serves http://127.0.0.1:PORT/mcp.
+``python notes.py`` speaks stdio; ``python notes.py http PORT`` serves http://127.0.0.1:PORT/mcp and
+``python notes.py sse PORT`` the legacy HTTP+SSE transport at http://127.0.0.1:PORT/sse.
 Tools that change something leave a file in ``$NOTES_DIR``, so a test can prove that a held call
 was never run.
 """
@@ -60,5 +61,7 @@ if __name__ == "__main__":
         Path(os.environ["NOTES_PID_FILE"]).write_text(str(os.getpid()))
     if sys.argv[1:2] == ["http"]:
         mcp.run("streamable-http", host="127.0.0.1", port=int(sys.argv[2]))
+    elif sys.argv[1:2] == ["sse"]:
+        mcp.run("sse", host="127.0.0.1", port=int(sys.argv[2]))
     else:
         mcp.run()
