@@ -30,6 +30,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
                "running server."),
     "init": ("serve", "Create the home folder, config.toml and the mail password."),
     "keys": ("account", "API keys for model providers, kept in the OS keyring."),
+    "logs": ("logs", "Show serve's log readably: time, level, part, message, and the run and thread it is "
+             "about."),
     "mcp": ("mcp", "MCP servers: the tools the agent can use beyond the built-ins."),
     "models": ("models", "Model providers, the one `[agent] model` selects (*), and where each key is "
                "found."),
