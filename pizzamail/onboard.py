@@ -179,6 +179,18 @@ def certificate_der(pem: bytes) -> bytes:
     return x509.load_pem_x509_certificate(pem).public_bytes(serialization.Encoding.DER)
 
 
+def certificate_names(pem: bytes) -> list[str]:
+    """The host names and addresses the certificate is valid for (a client checks the host it
+    connects to against these)."""
+    try:
+        names = x509.load_pem_x509_certificate(pem).extensions.get_extension_for_class(
+            x509.SubjectAlternativeName).value
+    except x509.ExtensionNotFound:
+        return []
+    addresses = [str(address) for address in names.get_values_for_type(x509.IPAddress)]
+    return [*names.get_values_for_type(x509.DNSName), *addresses]
+
+
 # -- terminal clients ----------------------------------------------------------------------------
 
 def neomutt_snippet(account: Account, certificate: str) -> str:

@@ -66,6 +66,7 @@ def test_the_profile_holds_the_account_and_the_certificate_but_no_password(tmp_p
     password = secret_store(Home(root=tmp_path)).account_password()
     assert password.encode() not in (tmp_path / "out.mobileconfig").read_bytes()
     assert "no password in it" in result.output
+    assert result.stderr == ""  # 127.0.0.1 is one of the certificate's names
 
 
 def test_asked_for_the_password_is_in_the_profile_and_the_file_private(tmp_path: Path) -> None:
@@ -102,6 +103,7 @@ def test_host_and_the_running_servers_ports_go_into_every_file(tmp_path: Path) -
     assert f'set ssl_ca_certificates_file = "{home.tls_cert.resolve()}"' in out
     assert "source = imaps://me@mail.example.org:2993" in out
     assert "outgoing = smtp+plain://me@mail.example.org:2587" in out
+    assert "warning: the certificate" in result.stderr and "not valid for mail.example.org" in result.stderr
 
 
 def test_the_fingerprint_printed_is_the_certificates(tmp_path: Path) -> None:

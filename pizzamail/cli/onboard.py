@@ -18,6 +18,7 @@ from pizzamail.onboard import (
     Account,
     Listeners,
     aerc_snippet,
+    certificate_names,
     client_host,
     mobileconfig,
     neomutt_snippet,
@@ -44,8 +45,14 @@ def onboard(app: App, out: Path, host: str | None, with_password: bool) -> None:
                       listeners=Listeners(host=named, smtp=ports["smtp_port"], imap=ports["imap_port"],
                                           imaps=ports["imaps_port"], tls=True))
     password = app.secrets.account_password() if with_password else None
-    write_private(out, mobileconfig(account, cert.read_bytes(), password=password))
+    pem = cert.read_bytes()
+    write_private(out, mobileconfig(account, pem, password=password))
     click.echo(_guide(account, out.resolve(), cert.resolve(), with_password, http=ports["http_port"]))
+    names = certificate_names(pem)
+    if named.lower() not in (name.lower() for name in names):
+        click.echo(f"warning: the certificate {cert} is not valid for {named} (only for {', '.join(names)}):"
+                   f" clients will refuse it. Pass --host with one of those, or point [server] tls_cert"
+                   f" and tls_key at a certificate for {named}.", err=True)
 
 
 def _ports(app: App) -> dict[str, int]:
