@@ -38,7 +38,7 @@ class FramingError(Exception):
 class Connection:
     def __init__(
         self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, *, secure: bool, local: bool,
-        peer: str = "",
+        peer: str,
     ) -> None:
         self.reader = reader
         self.writer = writer
