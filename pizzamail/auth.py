@@ -26,6 +26,20 @@ def password_command(name: str) -> str:
     return f"pizzamail account password --sender {name}"
 
 
+def login_name(user: str | bytes) -> str:
+    """A login name as the log shows it: quoted, short, one line (a client sends any bytes)."""
+    text = user.decode("utf-8", "replace") if isinstance(user, bytes) else user
+    return repr(text if len(text) <= 64 else text[:64] + "…")
+
+
+def peer_text(peername: object) -> str:
+    """A socket peer (``getpeername()``) as the log shows it: ``host:port``, ``[v6]:port``."""
+    if isinstance(peername, tuple) and len(peername) >= 2:
+        host = str(peername[0])
+        return f"[{host}]:{peername[1]}" if ":" in host else f"{host}:{peername[1]}"
+    return str(peername or "an unknown peer")
+
+
 def _text(value: str | bytes) -> bytes:
     return value if isinstance(value, bytes) else value.encode("utf-8", "replace")
 

@@ -1,5 +1,8 @@
 """Logging for ``serve``: JSON lines in the home's ``logs/``, a short readable form on the terminal.
 
+A line logged while a run works carries ``run`` and ``thread`` (:func:`in_run`), so that
+``pizzamail logs --run N`` finds every line of one run, its tools' and providers' too.
+
 Nothing here formats secrets: callers never pass them to a logger. As a safety net, every value
 :mod:`pizzamail.secrets` loads or stores is registered with :func:`known_secret`, and both handlers
 mask those values in each record's message and exception text.
@@ -11,14 +14,31 @@ import json
 import logging
 import logging.handlers
 import sys
+from collections.abc import Awaitable
+from contextvars import ContextVar
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TypeVar
+
+T = TypeVar("T")
 
 MASK = "[secret]"
 # Shorter values are not masked: a two-letter test password would blank out every word holding it.
 SHORTEST_MASKED = 6
 
 _known: set[str] = set()
+#: (run, thread) of the run the current task works on; tasks it starts inherit it
+_run: ContextVar[tuple[int, int] | None] = ContextVar("pizzamail_run", default=None)
+LOG_FILE = "pizzamail.log"
+
+
+async def in_run(run_id: int, thread_id: int, work: Awaitable[T]) -> T:
+    """Await ``work`` with every line it logs marked as run ``run_id`` of thread ``thread_id``."""
+    token = _run.set((run_id, thread_id))
+    try:
+        return await work
+    finally:
+        _run.reset(token)
 
 
 def known_secret(value: str) -> None:
@@ -53,12 +73,14 @@ class MaskSecrets(logging.Filter):
 
 class JsonLines(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
-        entry = {
+        entry: dict[str, str | int] = {
             "at": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
             "level": record.levelname.lower(),
             "logger": record.name,
             "message": record.getMessage(),
         }
+        if (run := _run.get()) is not None:
+            entry["run"], entry["thread"] = run
         if record.exc_info:
             entry["exception"] = record.exc_text or self.formatException(record.exc_info)
         return json.dumps(entry, ensure_ascii=False)
@@ -68,7 +90,7 @@ def setup_logging(log_dir: Path, *, verbose: bool = False) -> None:
     root = logging.getLogger()
     root.setLevel(logging.DEBUG if verbose else logging.INFO)
     file_handler = logging.handlers.RotatingFileHandler(
-        log_dir / "pizzamail.log", maxBytes=5_000_000, backupCount=5, encoding="utf-8"
+        log_dir / LOG_FILE, maxBytes=5_000_000, backupCount=5, encoding="utf-8"
     )
     file_handler.setFormatter(JsonLines())
     terminal = logging.StreamHandler(sys.stderr)

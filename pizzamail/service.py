@@ -37,6 +37,7 @@ from pizzamail.intake.smtp import IntakeHandler, start_smtp_server
 from pizzamail.mailbox import Mailbox
 from pizzamail.mailbox.demo import seed_demo_data
 from pizzamail.mailbox.filing import Filer
+from pizzamail.onboard import Listeners
 from pizzamail.runner import Runner
 from pizzamail.secrets import SecretStore
 from pizzamail.skills.tools import SkillSource
@@ -255,10 +256,11 @@ class Servers:
             accounts=self.accounts, tls=tls, gate=self.gate,
         )
         self._stack.push_async_callback(imap.close)
-        http = await start_http_server(create_app(self.hooks), sock=self.sockets.http, gate=self.gate)
+        mail = Listeners(host=settings.host, smtp=int(smtp.sockets[0].getsockname()[1]), imap=imap.port,
+                         imaps=imap.tls_port or 0, tls=tls is not None)
+        http = await start_http_server(create_app(self.hooks, mail), sock=self.sockets.http, gate=self.gate)
         self._stack.push_async_callback(http.close)
-        return Listening(host=settings.host, smtp=int(smtp.sockets[0].getsockname()[1]), imap=imap.port,
-                         imaps=imap.tls_port or 0, http=http.port)
+        return Listening(host=settings.host, smtp=mail.smtp, imap=mail.imap, imaps=mail.imaps, http=http.port)
 
 
 async def _close_server(server: asyncio.Server) -> None:

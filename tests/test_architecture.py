@@ -19,7 +19,7 @@ LAYERS: list[set[str]] = [
     {"home", "logs", "guard", "resources", "when", "mail"},
     {"tls"},
     {"config"},
-    {"secrets"},
+    {"secrets", "onboard"},
     {"store"},
     {"composer"},
     {"auth"},

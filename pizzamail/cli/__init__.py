@@ -30,9 +30,12 @@ COMMANDS: dict[str, tuple[str, str]] = {
                "running server."),
     "init": ("serve", "Create the home folder, config.toml and the mail password."),
     "keys": ("account", "API keys for model providers, kept in the OS keyring."),
+    "logs": ("logs", "Show serve's log readably: time, level, part, message, and the run and thread it is "
+             "about."),
     "mcp": ("mcp", "MCP servers: the tools the agent can use beyond the built-ins."),
     "models": ("models", "Model providers, the one `[agent] model` selects (*), and where each key is "
                "found."),
+    "onboard": ("onboard", "Set up a mail client: an Apple profile for Mail, Thunderbird, neomutt and aerc."),
     "rules": ("approvals", 'Standing rules made by "approve always" (list; `rules rm ID` revokes one).'),
     "schedule": ("triggers", "Recurring tasks: a prompt started at set times, each schedule in one thread."),
     "serve": ("serve", "Run the SMTP and IMAP servers and the agent runner until Ctrl-C."),

@@ -6,11 +6,15 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import logging
 import ssl
 
+from pizzamail.auth import login_name
 from pizzamail.errors import ImapError
 from pizzamail.imap.parser import Authenticate, Command, Login
 from pizzamail.imap.session import ANSWERED, Session, SessionEnd, State
+
+log = logging.getLogger("pizzamail.imap")
 
 _USERNAME_PROMPT = base64.b64encode(b"Username:")
 _PASSWORD_PROMPT = base64.b64encode(b"Password:")
@@ -92,6 +96,7 @@ async def _check(s: Session, user: bytes, password: bytes) -> bytes:
         s.shared.on_login(s.conn)
         return b"[CAPABILITY " + s.capabilities() + b"] Logged in"
     s.failed_logins += 1
+    log.warning("IMAP login failed for user %s from %s", login_name(user), s.conn.peer)
     limits = s.shared.limits
     # The delay slows a guessing connection further; the limit ends it.
     await asyncio.sleep(limits.login_delay)

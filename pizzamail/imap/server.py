@@ -16,7 +16,7 @@ import socket
 import ssl
 from collections.abc import Callable
 
-from pizzamail.auth import Accounts
+from pizzamail.auth import Accounts, peer_text
 from pizzamail.guard import Gate, Visitor
 from pizzamail.imap.capabilities import peer_is_loopback
 from pizzamail.imap.commands import COMMANDS
@@ -38,11 +38,13 @@ class FramingError(Exception):
 class Connection:
     def __init__(
         self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, *, secure: bool, local: bool,
+        peer: str,
     ) -> None:
         self.reader = reader
         self.writer = writer
         self.secure = secure
         self.local = local
+        self.peer = peer
         #: its place at the gate until it logs in (set as soon as the server admits it)
         self.visitor: Visitor
         #: what the client is told when the server ends the conversation
@@ -254,8 +256,8 @@ class ImapServer:
         transport = writer.transport
         if secure and isinstance(transport, asyncio.ReadTransport):
             transport.pause_reading()  # no byte may reach the reader before the handshake has it
-        local = self.is_local(writer.get_extra_info("peername"))
-        conn = Connection(reader, writer, secure=False, local=local)
+        peer = writer.get_extra_info("peername")
+        conn = Connection(reader, writer, secure=False, local=self.is_local(peer), peer=peer_text(peer))
         conversation = asyncio.ensure_future(self._converse(conn, implicit_tls=secure))
         conn.visitor = self.shared.gate.admit(functools.partial(_drop, conn, conversation))
         self._sessions[conversation] = conn

@@ -49,6 +49,8 @@ class Connection(Protocol):
     local: bool
     #: its place at the gate, where its password checks wait their turn
     visitor: Visitor
+    #: the client's address and port, for the log
+    peer: str
 
     async def send(self, data: bytes) -> None:
         """Queue a response; it goes out at the latest before the next read."""

@@ -25,7 +25,7 @@ from typing import Any
 from aiosmtpd.smtp import MISSING, SMTP, AuthResult, Envelope, LoginPassword, Session
 
 from pizzamail.approvals.service import Approvals
-from pizzamail.auth import Accounts, Login
+from pizzamail.auth import Accounts, Login, login_name, peer_text
 from pizzamail.errors import PizzamailError, SmtpRefusal, Unavailable
 from pizzamail.guard import Gate, TokenBucket, Visitor
 from pizzamail.intake.control import record_stop
@@ -280,11 +280,11 @@ def authenticator(accounts: Accounts) -> Callable[..., AuthResult]:
     def check(
         server: SMTP, session: Session, envelope: Envelope, mechanism: str, auth_data: Any
     ) -> AuthResult:
-        login = None
+        login, user = None, b""
         if isinstance(auth_data, LoginPassword):
-            login = accounts.smtp_login(auth_data.login, auth_data.password)
+            login, user = accounts.smtp_login(auth_data.login, auth_data.password), auth_data.login
         if login is None:
-            log.warning("SMTP login failed from %s", session.peer)
+            log.warning("SMTP login failed for user %s from %s", login_name(user), peer_text(session.peer))
             return AuthResult(success=False, handled=False)  # False: aiosmtpd sends the 535 itself
         # auth_data is what the session keeps: MAIL and DATA check against this login
         return AuthResult(success=True, auth_data=login)

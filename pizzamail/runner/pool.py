@@ -22,6 +22,7 @@ from pizzamail.approvals.service import DRAFTS_FOLDER, Approvals, Waiting, draft
 from pizzamail.composer import Composed, Composer, MailContext
 from pizzamail.config import Agent, Config
 from pizzamail.errors import PizzamailError, ProviderNotConfigured, RunError
+from pizzamail.logs import in_run
 from pizzamail.mailbox import Mailbox
 from pizzamail.mailbox.filing import Filer
 from pizzamail.providers.registry import select_provider
@@ -222,7 +223,7 @@ class Runner:
                 continue
             self._kick.set()  # there may be more queued: let another idle worker look too
             try:
-                status = await self._run(run)
+                status = await in_run(run.id, run.thread_id, self._run(run))
             except Exception:  # e.g. the database failed while recording the end: keep the worker
                 log.exception("run %d could not be finished; it resumes at the next start", run.id)
                 status = "interrupted"

@@ -1,4 +1,5 @@
-"""The small HTTP app (Starlette on uvicorn, loopback by default): webhooks and health.
+"""The small HTTP app (Starlette on uvicorn, loopback by default): webhooks, health, and
+Thunderbird's autoconfig XML (:mod:`pizzamail.onboard`).
 
 uvicorn runs inside the service's own loop: :func:`start_http_server` calls its startup and
 shutdown directly (not ``Server.serve``, which would take over SIGINT/SIGTERM from ``serve``).
@@ -15,13 +16,14 @@ import asyncio
 import logging
 import socket
 import time
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field, replace
 
 import uvicorn
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import JSONResponse
+from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
@@ -29,6 +31,14 @@ from pizzamail import __version__
 from pizzamail.config import Config, HookSettings
 from pizzamail.errors import HttpRefusal, PizzamailError, Unavailable, transient
 from pizzamail.guard import Gate, TokenBucket, Visitor
+from pizzamail.onboard import (
+    AUTOCONFIG_BY_DOMAIN,
+    AUTOCONFIG_PATHS,
+    Account,
+    Listeners,
+    autoconfig_xml,
+    client_host,
+)
 from pizzamail.secrets import SecretStore
 from pizzamail.store import Store
 from pizzamail.store.blobs import BlobStore
@@ -174,15 +184,35 @@ def _answer(error: PizzamailError) -> JSONResponse:
     return JSONResponse(answer.body(), status_code=answer.status, headers=answer.headers)
 
 
-def create_app(hooks: Hooks) -> Starlette:
+def autoconfig(config: Config, listeners: Listeners) -> Callable[[Request], Awaitable[Response]]:
+    """Thunderbird's account config for the owner's address. A server bound to every address is
+    named as the client named it; ``/autoconfig/v1.1/DOMAIN`` answers only for the owner's domain."""
+    async def answer(request: Request) -> Response:
+        address = config.account.address
+        asked = request.path_params.get("domain")
+        if asked is not None and asked.lower() != address.rpartition("@")[2].lower():
+            raise HTTPException(404, f"no mail account here for {asked[:80]!r}")
+        host = client_host(listeners.host, request.url.hostname or socket.gethostname())
+        account = Account(user=config.account.user, address=address,
+                          listeners=replace(listeners, host=host))
+        return Response(autoconfig_xml(account), media_type="application/xml")
+
+    return answer
+
+
+def create_app(hooks: Hooks, listeners: Listeners | None = None) -> Starlette:
+    """The app; with ``listeners`` (the mail servers as they run) it serves the autoconfig XML too."""
     async def health(_: Request) -> JSONResponse:
         queued = await count_queued(hooks.store)
         return JSONResponse({"ok": True, "version": __version__, "queued_runs": queued})
 
-    return Starlette(routes=[
-        Route("/health", health, methods=["GET"]),
-        Route("/hooks/{name}", hooks.receive, methods=["POST"]),
-    ], exception_handlers={HTTPException: _http_error, Exception: _server_error})
+    routes = [Route("/health", health, methods=["GET"]),
+              Route("/hooks/{name}", hooks.receive, methods=["POST"])]
+    if listeners is not None:
+        xml = autoconfig(hooks.config, listeners)
+        routes += [Route(path, xml, methods=["GET"]) for path in AUTOCONFIG_PATHS]
+        routes.append(Route(AUTOCONFIG_BY_DOMAIN + "{domain}", xml, methods=["GET"]))
+    return Starlette(routes=routes, exception_handlers={HTTPException: _http_error, Exception: _server_error})
 
 
 @dataclass(kw_only=True)

@@ -143,6 +143,7 @@ class _Connection:
 
     secure = False
     local = True
+    peer = "127.0.0.1:50000"
 
     def __init__(self, gate: Gate) -> None:
         self.out = bytearray()
