@@ -69,7 +69,8 @@ def home(tmp_path: Path, protected: Protected) -> Path:
 
 
 def _env(home: Path) -> dict[str, str]:
-    return {**os.environ, "PIZZAMAIL_HOME": str(home), "PYTHON_KEYRING_BACKEND": "keyring.backends.fail.Keyring"}
+    return {**os.environ, "PIZZAMAIL_HOME": str(home),
+            "PYTHON_KEYRING_BACKEND": "keyring.backends.fail.Keyring"}
 
 
 def _secrets(home: Path) -> SecretStore:
@@ -141,7 +142,8 @@ async def test_login_then_serving_uses_and_refreshes_the_tokens_and_a_revoked_lo
     assert protected.granted() == ["authorization_code", "refresh_token"]
     assert json.loads(_secrets(home).get("mcp-oauth:notes") or "{}")["tokens"]["access_token"] != access
 
-    httpx.post(protected.authorization + "/forget", timeout=10).raise_for_status()
+    async with httpx.AsyncClient() as http:  # the authorization server forgets every token: revoked
+        (await http.post(protected.authorization + "/forget", timeout=10)).raise_for_status()
     connection = await _connected(settings, _secrets(home))
     try:
         assert connection.status == "failed"

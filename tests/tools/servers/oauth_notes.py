@@ -18,6 +18,7 @@ from pathlib import Path
 
 import uvicorn
 from mcp.server import MCPServer
+from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.auth.provider import (
     AccessToken,
     AuthorizationCode,
@@ -28,7 +29,6 @@ from mcp.server.auth.provider import (
 )
 from mcp.server.auth.routes import create_auth_routes
 from mcp.server.auth.settings import AuthSettings, ClientRegistrationOptions
-from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
 from pydantic import AnyHttpUrl
 from starlette.applications import Starlette
@@ -60,9 +60,10 @@ class AutoConsent:
         code = secrets.token_urlsafe(16)
         assert client.client_id is not None
         self.codes[code] = AuthorizationCode(
-            code=code, scopes=params.scopes or [SCOPE], expires_at=time.time() + 300, client_id=client.client_id,
-            code_challenge=params.code_challenge, redirect_uri=params.redirect_uri,
-            redirect_uri_provided_explicitly=params.redirect_uri_provided_explicitly, resource=params.resource)
+            code=code, scopes=params.scopes or [SCOPE], expires_at=time.time() + 300,
+            client_id=client.client_id, code_challenge=params.code_challenge,
+            redirect_uri=params.redirect_uri, resource=params.resource,
+            redirect_uri_provided_explicitly=params.redirect_uri_provided_explicitly)
         return construct_redirect_uri(str(params.redirect_uri), code=code, state=params.state)
 
     async def load_authorization_code(self, client: OAuthClientInformationFull, code: str
@@ -97,7 +98,8 @@ class AutoConsent:
         access, refresh = secrets.token_urlsafe(24), secrets.token_urlsafe(24)
         self.access[access] = AccessToken(token=access, client_id=client_id, scopes=scopes,
                                           expires_at=int(time.time()) + 3600, resource=resource)
-        self.refresh[refresh] = RefreshToken(token=refresh, client_id=client_id, scopes=scopes, resource=resource)
+        self.refresh[refresh] = RefreshToken(token=refresh, client_id=client_id, scopes=scopes,
+                                             resource=resource)
         return OAuthToken(access_token=access, token_type="Bearer", expires_in=3600, refresh_token=refresh,
                           scope=" ".join(scopes))
 
@@ -111,8 +113,8 @@ def apps(as_port: int, rs_port: int, grants: Path) -> tuple[Starlette, Starlette
         provider.refresh.clear()
         return PlainTextResponse("forgotten")
 
-    routes = create_auth_routes(provider, AnyHttpUrl(issuer), client_registration_options=ClientRegistrationOptions(
-        enabled=True, valid_scopes=[SCOPE], default_scopes=[SCOPE]))
+    registration = ClientRegistrationOptions(enabled=True, valid_scopes=[SCOPE], default_scopes=[SCOPE])
+    routes = create_auth_routes(provider, AnyHttpUrl(issuer), client_registration_options=registration)
     authorization = Starlette(routes=[*routes, Route("/forget", forget, methods=["POST"])])
     notes = MCPServer("notes", token_verifier=ProviderTokenVerifier(provider), auth=AuthSettings(
         issuer_url=AnyHttpUrl(issuer), resource_server_url=AnyHttpUrl(f"http://127.0.0.1:{rs_port}/mcp"),
