@@ -120,19 +120,16 @@ def test_localhost_is_the_loopback_address() -> None:
 @pytest.mark.parametrize(
     ("data", "key"),
     [({"agent": {"model": "opneai:gpt-4.1-mini"}}, "agent.model"),
-     ({"agents": {"research": {"model": "opneai:gpt-4.1"}}}, "agents.research.model")],
+     ({"agents": {"research": {"model": "opneai:gpt-4.1-mini"}}}, "agents.research.model"),
+     ({"schedules": {"daily": {"prompt": "x", "cron": "0 8 * * *", "model": "opneai:gpt-4.1-mini"}}},
+      "schedules.daily.model")],
 )
 def test_an_unknown_provider_prefix_names_the_known_ones(data: dict[str, object], key: str) -> None:
     with pytest.raises(ConfigError) as info:
         parse_config(data)
-    assert info.value.key == key and info.value.value == data_model(data)
+    assert info.value.key == key and info.value.value == "opneai:gpt-4.1-mini"
     assert "(openai, anthropic, local, bedrock, ollama); did you mean openai:?" in info.value.allowed
     assert "or add a [providers.opneai] section" in info.value.allowed
-
-
-def data_model(data: dict[str, object]) -> object:
-    section = data.get("agent") or data["agents"]["research"]  # type: ignore[index]
-    return section["model"]  # type: ignore[index]
 
 
 def test_a_provider_of_ones_own_is_known() -> None:

@@ -90,9 +90,22 @@ def test_a_changed_pyproject_installs_again(place: dict[str, Path]) -> None:
 
 
 def test_a_command_of_another_install_is_left_alone(place: dict[str, Path]) -> None:
-    other = place["home"] / ".local" / "bin" / "pizzamail"
-    other.parent.mkdir(parents=True)
-    other.write_text("#!/bin/sh\necho other\n")
+    link = place["home"] / ".local" / "bin" / "pizzamail"
+    link.parent.mkdir(parents=True)
+    link.write_text("#!/bin/sh\necho other\n")
     done = run(place, "--install-only")
-    assert other.read_text() == "#!/bin/sh\necho other\n"
-    assert f"{other} exists and is not pizzamail's link" in done.stderr
+    assert link.read_text() == "#!/bin/sh\necho other\n"
+    assert f"{link} is not a pizzamail checkout's link; left alone" in done.stderr
+    link.unlink()
+    link.symlink_to(place["home"] / ".local" / "pipx" / "venvs" / "pizzamail" / "bin" / "pizzamail")
+    run(place, "--install-only")
+    assert ".local/pipx/" in os.readlink(link)
+
+
+def test_a_link_to_another_checkout_moves_to_this_one(place: dict[str, Path]) -> None:
+    link = place["home"] / ".local" / "bin" / "pizzamail"
+    link.parent.mkdir(parents=True)
+    link.symlink_to("/gone/clone/.venv/bin/pizzamail")  # dangling: that checkout was deleted
+    done = run(place, "--install-only")
+    assert os.readlink(link) == str(place["repo"] / ".venv" / "bin" / "pizzamail")
+    assert f"installed the pizzamail command: {link}" in done.stdout

@@ -208,16 +208,24 @@ def _with_builtin_providers(data: dict[str, Any]) -> dict[str, Any]:
 
 
 def _check_models(config: Config) -> None:
-    """Every agent's ``provider:model`` names a provider: a typo must stop ``serve``, not fall back."""
+    """Every ``provider:model`` names a provider: a typo must stop ``serve``, not fall back."""
     known = list(dict.fromkeys([*BUILTIN_PROVIDERS, *config.providers]))
-    for agent in config.all_agents():
-        name = agent.model.partition(":")[0]
+    for key, model in _models(config):
+        name = model.partition(":")[0]
         if name not in known:
             close = difflib.get_close_matches(name, known, n=1)
             guess = f"did you mean {close[0]}:? " if close else ""
-            raise ConfigError(f"{agent.section.strip('[]')}.model", agent.model,
-                              f"a known provider before the colon ({', '.join(known)}); {guess}"
-                              f"or add a [providers.{name}] section")
+            raise ConfigError(key, model, f"a known provider before the colon ({', '.join(known)}); {guess}"
+                                          f"or add a [providers.{name}] section")
+
+
+def _models(config: Config) -> list[tuple[str, str]]:
+    """``(key, provider:model)`` of every section that names a model."""
+    found = [(f"{a.section.strip('[]')}.model", a.model) for a in config.all_agents()]
+    for kind, sections in (("schedules", config.schedules), ("hooks", config.hooks),
+                           ("watches", config.watches)):
+        found += [(f"{kind}.{name}.model", s.model) for name, s in sections.items() if s.model]
+    return found
 
 
 def _check_senders(config: Config) -> None:
