@@ -10,6 +10,7 @@ from click.testing import CliRunner, Result
 
 from pizzamail.cli import cli
 from pizzamail.providers import local
+from tests.fakes.openai_server import FakeOpenAI
 
 NO_KEY = "openai:gpt-4.1-mini cannot answer (no API key for the model provider 'openai')"
 
@@ -104,3 +105,11 @@ def test_localhost_is_served_on_loopback(home: Path) -> None:
     config.write_text(config.read_text().replace('host = "127.0.0.1"', 'host = "localhost"'))
     assert [c["status"] for c in checks(home) if c["name"] == "config"] == ["ok"]
     assert "IMAP server  127.0.0.1 port 1143" in run(home, "init").output
+
+
+def test_check_fails_when_the_selected_provider_has_no_key_though_it_answers(
+        home: Path, fake_openai: FakeOpenAI) -> None:
+    (home / "config.toml").write_text(f'[providers.openai]\nbase_url = "{fake_openai.base_url}"\n')
+    result = run(home, "models", "--check")
+    assert result.exit_code == 1
+    assert "fix: store the key with `pizzamail keys set openai`" in result.stderr

@@ -93,21 +93,25 @@ def models(app: App, as_json: bool, check: bool) -> None:
                               indent=2))
     else:
         show(app.config, found, answers)
-    failed = [r for r in found if r.reachable is False and (r.selected or r.name in app.config.providers)]
-    if failed:
+    fix = check_failure(app.config, found, answers) if check else ""
+    if fix:
         if not as_json:
-            click.echo(f"fix: {fix_for(failed[0], answers)}", err=True)
+            click.echo(f"fix: {fix}", err=True)
         click.get_current_context().exit(1)
 
 
-def fix_for(row: Row, answers: Answering) -> str:
-    """The command that fixes a provider that failed --check."""
-    if row.selected and answers.fix:
-        return answers.fix
-    if row.kind == "local":
-        return row.detail.partition(": ")[2] or row.detail
-    return (f"check `[providers.{row.name}] base_url` in config.toml and the key (`pizzamail keys set"
-            f" {row.name}`), then run `pizzamail models --check` again")
+def check_failure(config: Config, found: list[Row], answers: Answering) -> str:
+    """What fixes the selected provider, or the first one configured in config.toml, when it failed
+    --check ("" when none did). A selected provider without its key fails even if its endpoint answers."""
+    if answers.problem:
+        return answers.fix or answers.problem
+    failed = [r for r in found if r.reachable is False and (r.selected or r.name in config.providers)]
+    if not failed:
+        return ""
+    if failed[0].kind == "local":
+        return failed[0].detail.partition(": ")[2] or failed[0].detail
+    return (f"check `[providers.{failed[0].name}] base_url` in config.toml and the key (`pizzamail keys"
+            f" set {failed[0].name}`), then run `pizzamail models --check` again")
 
 
 def show(config: Config, found: list[Row], answers: Answering) -> None:
