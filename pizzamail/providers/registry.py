@@ -153,7 +153,7 @@ class Answering:
             return f"{self.model}{embedded}, key: {self.key}"
         if self.toy:
             return f"{self.model} cannot answer ({self.problem}): the offline toy model stands in"
-        return f"none: {self.model} cannot answer ({self.problem}) and the offline toy model is not installed"
+        return f"none: {self.model} cannot answer ({self.problem}), and no offline model stands in"
 
 
 def answering(config: Config, secrets: SecretStore, *,
@@ -163,12 +163,16 @@ def answering(config: Config, secrets: SecretStore, *,
     name = config.agent.model.partition(":")[0]
     settings = config.provider(name)
     key = find_key(name, settings, secrets)[1] if settings else "missing"
+    installed = (offline or local.available)()
     try:
         settings, _ = _resolve(config)
         _api_key(name, config.agent.model, settings, secrets)
     except ProviderNotConfigured as exc:
-        toy = config.agent.offline_model and (offline or local.available)()
+        toy = config.agent.offline_model and installed
         return Answering(model=config.agent.model, key=key, toy=toy, problem=exc.message, fix=exc.hint or "")
+    if settings.kind == "local" and not installed:
+        return Answering(model=config.agent.model, key=key, toy=False,
+                         problem="the embedded offline model is not installed", fix=f"run `{local.INSTALL}`")
     return Answering(model=config.agent.model, key=key, toy=False)
 
 
