@@ -3,7 +3,8 @@
     PizzamailError            base: a CLI message, an email text, an SMTP reply, an IMAP response,
     │                         an HTTP response (a 500 that says nothing of what failed inside)
     ├── ConfigError           a bad or unreadable config.toml value (names key, value, what is allowed)
-    │   └── ConfigSyntaxError     config.toml that is not TOML (names line and column)
+    │   ├── ConfigSyntaxError     config.toml that is not TOML (names line and column)
+    │   └── ConfigProblems        several wrong values at once, one line each
     ├── SecretMissing         a credential that is not stored anywhere (names the command that sets it)
     ├── SmtpRefusal           an SMTP command refused with a specific code (550, 552, 535 …)
     ├── ImapError             an IMAP command that fails: tagged NO (or BAD when ``bad`` is set)
@@ -90,7 +91,7 @@ class ConfigError(PizzamailError):
     ) -> None:
         super().__init__(
             f"config key {key!r} has value {value!r}; allowed: {allowed}",
-            hint=hint or "edit config.toml in your pizzamail home (see `pizzamail doctor`)",
+            hint=hint or "edit config.toml in your pizzamail home",
         )
         self.key = key
         self.value = value
@@ -103,9 +104,21 @@ class ConfigSyntaxError(ConfigError):
     def __init__(self, path: str, line: int, column: int, reason: str) -> None:
         PizzamailError.__init__(
             self, f"{path} is not valid TOML: line {line}, column {column}: {reason}",
-            hint=f"fix line {line} of config.toml (`pizzamail doctor` checks the whole file)")
+            hint=f"fix line {line} of {path}")
         self.key, self.value, self.allowed = path, f"line {line}", "valid TOML"
         self.line, self.column = line, column
+
+
+class ConfigProblems(ConfigError):
+    """Several wrong values in config.toml, each on its own line (the first one's key is ``key``)."""
+
+    def __init__(self, problems: list[ConfigError]) -> None:
+        first = problems[0]
+        PizzamailError.__init__(
+            self, "\n".join([f"config.toml has {len(problems)} problems:",
+                             *(f"  {p.message}" for p in problems)]), hint=first.hint)
+        self.key, self.value, self.allowed = first.key, first.value, first.allowed
+        self.problems = problems
 
 
 class SecretMissing(PizzamailError):

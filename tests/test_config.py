@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from pizzamail.config import Config, default_config_text, load_config, parse_config
-from pizzamail.errors import ConfigError
+from pizzamail.errors import ConfigError, ConfigProblems
 
 
 def test_missing_file_means_documented_defaults(tmp_path: Path) -> None:
@@ -36,7 +36,7 @@ def test_default_text_round_trips_to_defaults() -> None:
     [
         ({"server": {"smtp_port": 70000}}, "server.smtp_port", "port from 0 to 65535"),
         ({"server": {"smtp_port": "1587"}}, "server.smtp_port", "a whole number"),
-        ({"server": {"host": "localhost"}}, "server.host", "IP address"),
+        ({"server": {"host": "mail.example.com"}}, "server.host", "127.0.0.1, or localhost"),
         ({"server": {"smpt_port": 1}}, "server.smpt_port", "one of host, smtp_port"),
         ({"account": {"address": "not-an-address"}}, "account.address", "an email address"),
         ({"agent": {"model": "gpt-4"}}, "agent.model", "provider:model"),
@@ -109,4 +109,42 @@ def test_a_toml_syntax_error_names_line_and_column(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as info:
         load_config(path)
     assert info.value.message == f"{path} is not valid TOML: line 3, column 13: Invalid value"
-    assert "fix line 3 of config.toml" in info.value.cli_message()
+    assert f"fix: fix line 3 of {path}" in info.value.cli_message()
+
+
+def test_localhost_is_the_loopback_address() -> None:
+    assert parse_config({"server": {"host": "localhost"}}).server.host == "127.0.0.1"
+    assert parse_config({"server": {"host": "::1"}}).server.host == "::1"
+
+
+@pytest.mark.parametrize(
+    ("data", "key"),
+    [({"agent": {"model": "opneai:gpt-4.1-mini"}}, "agent.model"),
+     ({"agents": {"research": {"model": "opneai:gpt-4.1-mini"}}}, "agents.research.model"),
+     ({"schedules": {"daily": {"prompt": "x", "cron": "0 8 * * *", "model": "opneai:gpt-4.1-mini"}}},
+      "schedules.daily.model")],
+)
+def test_an_unknown_provider_prefix_names_the_known_ones(data: dict[str, object], key: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_config(data)
+    assert info.value.key == key and info.value.value == "opneai:gpt-4.1-mini"
+    assert "(openai, anthropic, local, bedrock, ollama); did you mean openai:?" in info.value.allowed
+    assert "or add a [providers.opneai] section" in info.value.allowed
+
+
+def test_a_provider_of_ones_own_is_known() -> None:
+    config = parse_config({"agent": {"model": "mine:tiny"}, "providers": {"mine": {"base_url": "http://x"}}})
+    assert config.agent.model == "mine:tiny"
+
+
+def test_every_wrong_value_is_named_once_on_its_own_line(tmp_path: Path) -> None:
+    path = tmp_path / "config.toml"
+    path.write_text('[server]\nsmpt_port = 1\nimap_port = "x"\n[agent]\nmax_steps = 0\n')
+    with pytest.raises(ConfigProblems) as info:
+        load_config(path)
+    keys = [p.key for p in info.value.problems]
+    assert sorted(keys) == ["agent.max_steps", "server.imap_port", "server.smpt_port"]
+    lines = info.value.cli_message().splitlines()
+    assert lines[0] == "error: config.toml has 3 problems:"
+    assert [line.split("'")[1] for line in lines[1:4]] == keys
+    assert lines[4] == f"  fix: edit {path}"  # where to fix it, not "see `pizzamail doctor`"

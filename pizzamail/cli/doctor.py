@@ -15,9 +15,9 @@ from pizzamail.auth import password_command, sender_key
 from pizzamail.cli.app import App
 from pizzamail.cli.mcp import probe
 from pizzamail.cli.skills import catalog
-from pizzamail.errors import PizzamailError
+from pizzamail.errors import ConfigError, ConfigProblems, PizzamailError
 from pizzamail.mailbox import STANDARD_FOLDERS, maildir
-from pizzamail.providers.registry import check_kinds
+from pizzamail.providers.registry import answering, check_kinds
 from pizzamail.tls import certificate_days_left, fingerprint, server_context
 
 
@@ -38,9 +38,15 @@ def _home(app: App) -> Check:
     return Check("ok", "home", str(root))
 
 
-def _config(app: App) -> Check:
-    check_kinds(app.config)  # loading it is the check, and its provider kinds
-    return Check("ok", "config", str(app.home.config))
+def _config(app: App) -> list[Check]:
+    """One line per problem in config.toml, then where to fix them; loading it is the check."""
+    try:
+        check_kinds(app.config)
+    except ConfigError as exc:
+        *others, last = [p.message for p in (exc.problems if isinstance(exc, ConfigProblems) else [exc])]
+        return [*(Check("fail", "config", p) for p in others),
+                Check("fail", "config", f"{last}\nfix: {exc.hint}")]
+    return [Check("ok", "config", str(app.home.config))]
 
 
 def _keyring(app: App) -> Check:
@@ -84,12 +90,12 @@ def _triggers(app: App) -> Check:
 
 
 def _model(app: App) -> Check:
-    name, _, model = app.config.agent.model.partition(":")
-    settings = app.config.provider(name)
-    if settings is None:
-        return Check("fail", "model", f"no [providers.{name}] section for agent.model")
-    app.secrets.lookup(settings.key or name, env=settings.key_env or None)
-    return Check("ok", "model", f"{model} via {settings.base_url}")
+    """Which model answers: the selected one, the offline toy model standing in, or none. A model
+    that cannot answer is a warning: the server still runs and each run's mail says what to do."""
+    found = answering(app.config, app.secrets)
+    if not found.problem:
+        return Check("ok", "model", found.summary)
+    return Check("warn", "model", f"{found.summary}\nfix: {found.fix}")
 
 
 def _tls(app: App) -> Check:
@@ -161,21 +167,26 @@ def _alive(pid: int) -> bool:
     return True
 
 
-CHECKS: list[Callable[[App], Check]] = [_home, _config, _keyring, _password, _senders, _triggers, _model,
-                                        _tls, _maildir, _mcp, _skills, _server]
-_SEVERITY = {"model": "warn"}  # a missing model key still lets the server run
+#: the checks that read config.toml: skipped (with one line saying so) while it has problems
+WITH_CONFIG: list[Callable[[App], Check]] = [_password, _senders, _triggers, _model, _tls, _mcp, _skills]
 
 
 def run_checks(app: App) -> list[Check]:
-    results = []
-    for check in CHECKS:
-        name = check.__name__.strip("_")
-        try:
-            results.append(check(app))
-        except PizzamailError as exc:
-            detail = exc.cli_message().removeprefix("error: ")
-            results.append(Check(_SEVERITY.get(name, "fail"), name, detail))
+    config = _config(app)
+    configured = config[0].status == "ok"
+    checks = [_keyring, *(WITH_CONFIG if configured else []), _maildir, _server]
+    results = [_run(_home, app), *config, *(_run(check, app) for check in checks)]
+    if not configured:
+        names = ", ".join(check.__name__.strip("_") for check in WITH_CONFIG)
+        results.append(Check("warn", "skipped", f"{names}: checked once config.toml loads"))
     return results
+
+
+def _run(check: Callable[[App], Check], app: App) -> Check:
+    try:
+        return check(app)
+    except PizzamailError as exc:
+        return Check("fail", check.__name__.strip("_"), exc.cli_message().removeprefix("error: "))
 
 
 @click.command()
@@ -189,6 +200,7 @@ def doctor(app: App, as_json: bool) -> None:
     else:
         colours = {"ok": "green", "warn": "yellow", "fail": "red"}
         for c in results:
-            click.echo(click.style(f"{c.status:<5}", fg=colours[c.status]) + f"{c.name:<9} {c.detail}")
+            detail = c.detail.replace("\n", "\n" + " " * 15)  # under the first line's detail
+            click.echo(click.style(f"{c.status:<5}", fg=colours[c.status]) + f"{c.name:<9} {detail}")
     if any(c.status == "fail" for c in results):
         raise SystemExit(1)

@@ -15,7 +15,7 @@ from pizzamail.cli.app import App
 from pizzamail.config import BUILTIN_PROVIDERS, Config, ProviderSettings
 from pizzamail.providers import bedrock
 from pizzamail.providers.probe import Probe, client, probe
-from pizzamail.providers.registry import check_kinds, find_key
+from pizzamail.providers.registry import Answering, answering, check_kinds, find_key
 from pizzamail.secrets import SecretStore
 
 
@@ -86,18 +86,36 @@ def models(app: App, as_json: bool, check: bool) -> None:
     cannot be reached (the built-in ones you do not use are only reported)."""
     check_kinds(app.config)
     found = asyncio.run(rows(app.config, app.secrets, check=check))
+    answers = answering(app.config, app.secrets)
     if as_json:
         click.echo(json.dumps({"model": app.config.agent.model, "selected": selected_name(app.config),
-                               "providers": [asdict(r) for r in found]}, indent=2))
+                               "answering": asdict(answers), "providers": [asdict(r) for r in found]},
+                              indent=2))
     else:
-        show(app.config, found)
-    if any(r.reachable is False and (r.selected or r.name in app.config.providers) for r in found):
+        show(app.config, found, answers)
+    fix = check_failure(app.config, found, answers) if check else ""
+    if fix:
+        if not as_json:
+            click.echo(f"fix: {fix}", err=True)
         click.get_current_context().exit(1)
 
 
-def show(config: Config, found: list[Row]) -> None:
+def check_failure(config: Config, found: list[Row], answers: Answering) -> str:
+    """What fixes the selected provider, or the first one configured in config.toml, when it failed
+    --check ("" when none did). A selected provider without its key fails even if its endpoint answers."""
+    if answers.problem:
+        return answers.fix or answers.problem
+    failed = [r for r in found if r.reachable is False and (r.selected or r.name in config.providers)]
+    if not failed:
+        return ""
+    if failed[0].kind == "local":
+        return failed[0].detail.partition(": ")[2] or failed[0].detail
+    return (f"check `[providers.{failed[0].name}] base_url` in config.toml and the key (`pizzamail keys"
+            f" set {failed[0].name}`), then run `pizzamail models --check` again")
+
+
+def show(config: Config, found: list[Row], answers: Answering) -> None:
     click.echo(f"[agent] model = \"{config.agent.model}\"")
+    click.echo(f"answers: {answers.summary}")
     for row in found:
         click.echo(line(row))
-    if not any(r.selected for r in found):
-        click.echo(f"no provider named {selected_name(config)!r}: add a [providers.NAME] section")

@@ -59,6 +59,7 @@ async def _serve(app: App, service: Service) -> None:
 
     def ready(listening: Listening) -> None:
         click.echo(account_settings(app, listening))
+        click.echo(model_line(app))
         click.echo("pizzamail is ready. Stop it with Ctrl-C.", nl=True)
 
     await service.run(stop, ready)
@@ -91,6 +92,16 @@ def account_settings(app: App, listening: Listening | None = None) -> str:
         f"               SHA-256 {fingerprint(cert) if cert.exists() else '(not created yet)'}",
         "",
     ])
+
+
+def model_line(app: App) -> str:
+    """Which model answers: the selected one and where its key is, or why the offline toy model
+    stands in (or nothing does) and the command that fixes it."""
+    from pizzamail.providers.registry import answering
+
+    found = answering(app.config, app.secrets)
+    fix = f"\n  fix: {found.fix}" if found.problem else ""
+    return f"Model that answers your mail:\n  {found.summary}{fix}\n"
 
 
 def _warn_no_keyring(app: App) -> None:

@@ -8,6 +8,7 @@ here: a provider names the keyring entry that holds its key.
 
 from __future__ import annotations
 
+import difflib
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeVar
@@ -54,7 +55,7 @@ from pizzamail.config.triggers import (
     sender_settings,
 )
 from pizzamail.config.watches import WATCH_REQUIRED, WatchSettings, finish_watch, watch_settings
-from pizzamail.errors import ConfigError
+from pizzamail.errors import ConfigError, ConfigSyntaxError
 
 __all__ = [
     "BUILTIN_PROVIDERS",
@@ -162,6 +163,7 @@ def parse_config(data: dict[str, Any], *, home: Path | None = None) -> Config:
     if config.account.address == config.agent.address:
         raise ConfigError("agent.address", config.agent.address, "an address other than yours")
     _check_senders(config)
+    _check_models(config)
     check_addresses(config.all_agents(), {config.account.address.lower(): "account.address",
                                           **{s.address.lower(): f"senders.{n}.address"
                                              for n, s in config.senders.items()}})
@@ -205,6 +207,27 @@ def _with_builtin_providers(data: dict[str, Any]) -> dict[str, Any]:
     return {**data, "providers": merged}
 
 
+def _check_models(config: Config) -> None:
+    """Every ``provider:model`` names a provider: a typo must stop ``serve``, not fall back."""
+    known = list(dict.fromkeys([*BUILTIN_PROVIDERS, *config.providers]))
+    for key, model in _models(config):
+        name = model.partition(":")[0]
+        if name not in known:
+            close = difflib.get_close_matches(name, known, n=1)
+            guess = f"did you mean {close[0]}:? " if close else ""
+            raise ConfigError(key, model, f"a known provider before the colon ({', '.join(known)}); {guess}"
+                                          f"or add a [providers.{name}] section")
+
+
+def _models(config: Config) -> list[tuple[str, str]]:
+    """``(key, provider:model)`` of every section that names a model."""
+    found = [(f"{a.section.strip('[]')}.model", a.model) for a in config.all_agents()]
+    for kind, sections in (("schedules", config.schedules), ("hooks", config.hooks),
+                           ("watches", config.watches)):
+        found += [(f"{kind}.{name}.model", s.model) for name, s in sections.items() if s.model]
+    return found
+
+
 def _check_senders(config: Config) -> None:
     """Every login and every From address belongs to exactly one account."""
     logins = {config.account.user: "account.user"}
@@ -240,4 +263,9 @@ def load_config(path: Path) -> Config:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         return Config()
-    return parse_config(read_toml(text, path), home=path.parent)
+    try:
+        return parse_config(read_toml(text, path), home=path.parent)
+    except ConfigError as exc:
+        if not isinstance(exc, ConfigSyntaxError):
+            exc.hint = f"edit {path}"
+        raise

