@@ -203,8 +203,12 @@ def _attach(msg: EmailMessage, path: Path) -> None:
     kind, _ = mimetypes.guess_type(path.name)
     maintype, _, subtype = (kind or "application/octet-stream").partition("/")
     data = path.read_bytes()
-    if maintype == "text":
-        msg.add_attachment(data.decode("utf-8", "replace"), subtype=subtype, filename=path.name)
+    try:
+        text = data.decode("utf-8") if maintype == "text" else None
+    except UnicodeDecodeError:
+        text = None  # written as bytes (write_file's content_base64): sent as they are, not repaired
+    if text is not None:
+        msg.add_attachment(text, subtype=subtype, filename=path.name)
     else:
         msg.add_attachment(data, maintype=maintype, subtype=subtype, filename=path.name)
 

@@ -13,6 +13,9 @@ is simply written again.
 
 from __future__ import annotations
 
+import asyncio
+import base64
+import binascii
 import hashlib
 import logging
 import os
@@ -31,6 +34,7 @@ from pizzamail.store.memory import add_note, notes
 from pizzamail.store.threads import thread_messages
 from pizzamail.tools import Offer, Offered, RunScope, ToolResult
 from pizzamail.tools.attachments import Attachment, attachment_text, attachments_of
+from pizzamail.tools.documents import Part
 from pizzamail.tools.schedule import ScheduleTask
 
 log = logging.getLogger("pizzamail.tools")
@@ -63,6 +67,9 @@ class Builtins:
     memory_file: Path | None = None
     """``memory.md``: the memory as a file the user can read"""
     max_file_bytes: int = 10 * 1024 * 1024
+    max_read_chars: int = 16_000
+    """the most text one read_attachment call returns (below the registry's own cut, so the note
+    saying how to read the rest survives)"""
 
     def offer(self, scope: RunScope) -> Offer:
         return Offer(tools=[
@@ -119,9 +126,16 @@ class ReadAttachment:
     owner: Builtins
     scope: RunScope
     spec = ToolSpec(name="read_attachment", description=(
-        "List the files attached to the user's mails in this thread, or read one as text. Call it"
-        " without arguments to list them."),
-        parameters=_schema({"name": _text("the attachment's file name or its number in the list")}, []))
+        "List the files attached to the user's mails in this thread, or read one as text: text, CSV,"
+        " JSON, HTML, PDF, Word (.docx), Excel (.xlsx) and attached mails. Call it without arguments"
+        " to list them. Long files come a part at a time; the text says how to read the rest."),
+        parameters=_schema({
+            "name": _text("the attachment's file name or its number in the list"),
+            "pages": _text('PDF only: the pages to read, e.g. "2-5", "3" or "4-"'),
+            "sheet": _text("spreadsheets only: the sheet's name (default: the first)"),
+            "rows": _text('spreadsheets and CSV only: the rows to read, e.g. "1-50" or "200-"'),
+            "offset": {"type": "integer", "description": "other files: the character to start at"},
+        }, []))
 
     async def call(self, arguments: dict[str, Any]) -> ToolResult:
         found = await self._attachments()
@@ -134,7 +148,14 @@ class ReadAttachment:
         if match is None:
             names = ", ".join(a.filename for a in found) or "none"
             return ToolResult(text=f"no attachment named {wanted!r}; attachments: {names}", is_error=True)
-        return ToolResult(text=attachment_text(match))
+        offset = arguments.get("offset") or 0
+        if not isinstance(offset, int):
+            return ToolResult(text="offset must be a whole number", is_error=True)
+        part = Part(pages=str(arguments.get("pages") or ""), sheet=str(arguments.get("sheet") or ""),
+                    rows=str(arguments.get("rows") or ""), offset=offset)
+        # parsing a large PDF or workbook takes a while: off the event loop
+        reading = await asyncio.to_thread(attachment_text, match, part, limit=self.owner.max_read_chars)
+        return ToolResult(text=reading.text, is_error=reading.is_error)
 
     async def _attachments(self) -> list[Attachment]:
         found: list[Attachment] = []
@@ -151,28 +172,47 @@ class WriteFile:
     owner: Builtins
     scope: RunScope
     spec = ToolSpec(name="write_file", description=(
-        "Write a text file; it is attached to your reply. Writing the same name again replaces it."),
+        "Write a file; it is attached to your reply. Give either content (text) or content_base64"
+        " (any bytes, e.g. an image or a spreadsheet). Writing the same name again replaces it."),
         parameters=_schema({"name": _text("a plain file name such as report.md (no folders)"),
-                            "content": _text("the file's text")}, ["name", "content"]))
+                            "content": _text("the file's text"),
+                            "content_base64": _text("the file's bytes in base64, instead of content")},
+                           ["name"]))
 
     async def call(self, arguments: dict[str, Any]) -> ToolResult:
-        name, content = str(arguments.get("name", "")), arguments.get("content")
+        name = str(arguments.get("name", ""))
         if not _FILE_NAME.match(name):
             return ToolResult(is_error=True, text=(
                 f"{name!r} is not a plain file name: use letters, digits, '.', '_' and '-', no folders,"
                 " not starting with a dot"))
-        if not isinstance(content, str):
-            return ToolResult(text="content must be a string", is_error=True)
-        data = content.encode("utf-8")
-        if len(data) > self.owner.max_file_bytes:
-            return ToolResult(is_error=True,
-                              text=f"the file is {len(data)} bytes; the limit is {self.owner.max_file_bytes}")
+        data = _content(arguments, self.owner.max_file_bytes)
+        if isinstance(data, ToolResult):
+            return data
         workspace = self.scope.workspace
         workspace.mkdir(mode=0o700, parents=True, exist_ok=True)
         tmp = workspace / f".{name}.tmp"
         tmp.write_bytes(data)
         os.replace(tmp, workspace / name)
         return ToolResult(text=f"wrote {name} ({len(data)} bytes); it will be attached to your reply")
+
+
+def _content(arguments: dict[str, Any], limit: int) -> bytes | ToolResult:
+    """The bytes a write_file call asks for, or the error result that says what is wrong."""
+    text, encoded = arguments.get("content"), arguments.get("content_base64")
+    if (text is None) == (encoded is None):
+        return ToolResult(text="give exactly one of content (text) and content_base64", is_error=True)
+    if not isinstance(text if encoded is None else encoded, str):
+        return ToolResult(text="content and content_base64 must be strings", is_error=True)
+    if encoded is not None and len(encoded) > limit * 4 // 3 + 4:  # no decoding of what is too long
+        return ToolResult(is_error=True, text=f"the file is over the limit of {limit} bytes")
+    try:
+        data = str(text).encode("utf-8") if encoded is None else base64.b64decode("".join(encoded.split()),
+                                                                                    validate=True)
+    except binascii.Error as exc:
+        return ToolResult(text=f"content_base64 is not valid base64 ({exc})", is_error=True)
+    if len(data) > limit:
+        return ToolResult(is_error=True, text=f"the file is {len(data)} bytes; the limit is {limit}")
+    return data
 
 
 @dataclass(frozen=True, kw_only=True)
