@@ -30,6 +30,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
                "running server."),
     "init": ("serve", "Create the home folder, config.toml and the mail password."),
     "keys": ("account", "API keys for model providers, kept in the OS keyring."),
+    "memory": ("memory", "The agent's notes across threads (list; `memory rm ID`, `memory edit ID`)."),
     "mcp": ("mcp", "MCP servers: the tools the agent can use beyond the built-ins."),
     "models": ("models", "Model providers, the one `[agent] model` selects (*), and where each key is "
                "found."),

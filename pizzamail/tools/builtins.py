@@ -2,13 +2,13 @@
 
 ``post_progress`` (a progress mail in the thread), ``read_attachment`` (the thread's attachments),
 ``write_file`` (a file in the run's workspace, attached to the reply), ``draft_email`` (mail to
-someone else: always held for approval), ``remember``/``recall`` (notes kept across threads, mirrored
-into ``memory.md``), ``schedule_task`` (a recurring task in this thread: always held, see
-:mod:`pizzamail.tools.schedule`).
+someone else: always held for approval), ``remember``/``recall``/``forget`` (notes kept across
+threads, mirrored into ``memory.md``: :mod:`pizzamail.tools.memory`), ``schedule_task`` (a
+recurring task in this thread: always held, see :mod:`pizzamail.tools.schedule`).
 
 A run may be resumed after a crash and repeat a call whose step was not recorded yet, so every
-built-in is safe to repeat: a progress mail and a note are keyed by their run and text, and a file
-is simply written again.
+built-in is safe to repeat: a progress mail and a note are keyed by their run and text, a file
+is simply written again, and a forgotten note stays forgotten.
 """
 
 from __future__ import annotations
@@ -30,17 +30,16 @@ from pizzamail.providers.types import ToolSpec
 from pizzamail.store import Store
 from pizzamail.store.blobs import BlobStore
 from pizzamail.store.mailwriter import add_mail, message_row
-from pizzamail.store.memory import add_note, notes
 from pizzamail.store.threads import thread_messages
 from pizzamail.tools import Offer, Offered, RunScope, ToolResult
 from pizzamail.tools.attachments import Attachment, attachment_text, attachments_of
 from pizzamail.tools.documents import Part
+from pizzamail.tools.memory import Forget, Recall, Remember
 from pizzamail.tools.schedule import ScheduleTask
 
 log = logging.getLogger("pizzamail.tools")
 
 _FILE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
-_MAX_NOTE = 2000
 
 
 def _schema(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
@@ -77,24 +76,15 @@ class Builtins:
             Offered(tool=ReadAttachment(owner=self, scope=scope), policy="auto"),
             Offered(tool=WriteFile(owner=self, scope=scope), policy="auto"),
             Offered(tool=DraftEmail(), policy="ask", never_auto=True),
-            Offered(tool=Remember(owner=self, scope=scope), policy="auto"),
-            Offered(tool=Recall(owner=self), policy="auto"),
+            Offered(tool=Remember(store=self.store, memory_file=self.memory_file, scope=scope),
+                    policy="auto"),
+            Offered(tool=Recall(store=self.store), policy="auto"),
+            Offered(tool=Forget(store=self.store, memory_file=self.memory_file), policy="auto"),
             # idempotent: the call is an upsert, so one a crash left unknown is simply made again
             Offered(tool=ScheduleTask(store=self.store, thread_id=scope.thread_id,
                                       agent_tz=self.composer.config.agent.timezone),
                     policy="ask", never_auto=True, idempotent=True),
         ])
-
-    async def write_memory_file(self) -> None:
-        if self.memory_file is None:
-            return
-        kept = list(reversed(await notes(self.store, limit=10_000)))
-        lines = ["# What pizzamail remembers", "",
-                 "Notes the agent kept with `remember`, oldest first. Edit them through the agent.", ""]
-        lines += [f"- {n.created_at} (thread {n.thread_id}): {n.text}" for n in kept]
-        tmp = self.memory_file.with_name(f".{self.memory_file.name}.tmp")
-        tmp.write_text("\n".join(lines) + "\n", encoding="utf-8")
-        os.replace(tmp, self.memory_file)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -229,39 +219,3 @@ class DraftEmail:
     async def call(self, arguments: dict[str, Any]) -> ToolResult:
         # never reached through the runner: the policy gate holds every call
         return ToolResult(text="sending mail needs the user's approval", is_error=True)
-
-
-@dataclass(frozen=True, kw_only=True)
-class Remember:
-    owner: Builtins
-    scope: RunScope
-    spec = ToolSpec(name="remember", description=(
-        "Keep a short note for later tasks (any thread): a preference, a fact about the user's work."
-        " Do not store secrets."),
-        parameters=_schema({"text": _text("the note, one or two sentences")}, ["text"]))
-
-    async def call(self, arguments: dict[str, Any]) -> ToolResult:
-        text = " ".join(str(arguments.get("text", "")).split())
-        if not text:
-            return ToolResult(text="the note is empty", is_error=True)
-        if len(text) > _MAX_NOTE:
-            return ToolResult(text=f"notes are at most {_MAX_NOTE} characters", is_error=True)
-        async with self.owner.store.write() as db:
-            await add_note(db, text, thread_id=self.scope.thread_id, run_id=self.scope.run_id,
-                           call_id=_key(text))
-        await self.owner.write_memory_file()
-        return ToolResult(text="noted")
-
-
-@dataclass(frozen=True, kw_only=True)
-class Recall:
-    owner: Builtins
-    spec = ToolSpec(name="recall", description=(
-        "Read the notes kept with remember, newest first; with a query, only notes containing all"
-        " its words."), parameters=_schema({"query": _text("optional words to look for")}, []))
-
-    async def call(self, arguments: dict[str, Any]) -> ToolResult:
-        found = await notes(self.owner.store, str(arguments.get("query") or ""))
-        if not found:
-            return ToolResult(text="no notes found")
-        return ToolResult(text="\n".join(f"- {n.created_at}: {n.text}" for n in found))
