@@ -9,12 +9,14 @@ import stat
 import sys
 from pathlib import Path
 
+import aiosqlite
 import pytest
 from click.testing import CliRunner, Result
 
 from pizzamail.cli import cli
-from pizzamail.store import Store
+from pizzamail.store import Store, migrations
 from pizzamail.store.memory import add_note, notes, relevant_notes
+from pizzamail.store.migrations import MIGRATIONS, migrate
 from pizzamail.tools.memory import write_memory_file
 from tests.fakes.openai_server import FakeOpenAI, text, tool_call
 from tests.runner.conftest import Harness
@@ -172,3 +174,18 @@ def test_cli_edit_without_text_opens_the_editor(tmp_path: Path, monkeypatch: pyt
         async with Store(path=home / "state.db") as store:
             return [n.text for n in await relevant_notes(store, "green", recent=0)]
     assert asyncio.run(search()) == ["The user prefers green tea."]
+
+
+async def test_the_search_migration_indexes_the_notes_kept_before_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    [at] = [i for i, (name, _) in enumerate(MIGRATIONS) if name.endswith("_memory_search")]
+    async with aiosqlite.connect(tmp_path / "old.db", isolation_level=None) as db:
+        with monkeypatch.context() as older:
+            older.setattr(migrations, "MIGRATIONS", MIGRATIONS[:at])
+            await migrate(db)
+        await db.execute("INSERT INTO memory(text, created_at) VALUES ('Invoices go to Ada.', 'x')")
+        assert await migrate(db) == [MIGRATIONS[at][0]]
+    async with Store(path=tmp_path / "old.db") as store:
+        [found] = await relevant_notes(store, "an invoice", recent=0)
+    assert found.text == "Invoices go to Ada."
