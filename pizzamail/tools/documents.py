@@ -135,7 +135,9 @@ def _pdf(name: str, data: bytes, part: Part, limit: int) -> Reading:
             chunks.append(f'[… cut: pages {number}-{last} not shown; call read_attachment with'
                           f' pages="{number}-{last}" for them]')
             break
-        chunks.append(chunk[:limit])
+        if len(chunk) > limit:  # one page longer than a whole reading: its end cannot be shown
+            chunk = chunk[:limit] + f"\n[… page {number} cut after {limit} of its {len(page)} characters]\n"
+        chunks.append(chunk)
         used += len(chunk)
     if blank == last - first + 1:
         return Reading(text=(f"{name}: this PDF has no text layer (scanned?): pages {first}-{last} of"

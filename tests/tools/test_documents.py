@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from pizzamail.tools.documents import Part, read_document
 from tests.fakes.openai_server import FakeOpenAI, text, tool_call
 from tests.runner.conftest import Harness, bot_mails
 from tests.tools.conftest import with_tools
@@ -153,3 +154,9 @@ async def test_write_file_refuses_bad_or_too_large_binary_content(
     assert says in fake_openai.requests[1].messages[-1]["content"]
     [(_, mail)] = await bot_mails(harness.mailbox)
     assert not list(mail.iter_attachments())
+
+
+def test_a_page_longer_than_a_reading_says_it_was_cut() -> None:
+    reading = read_document("pdf", "x.pdf", make_pdf(["word " * 100, "second page"]), Part(), limit=100)
+    assert "[… page 1 cut after 100 of its 499 characters]" in reading.text
+    assert reading.text.endswith('pages 2-2 not shown; call read_attachment with pages="2-2" for them]')
