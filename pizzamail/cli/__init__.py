@@ -32,6 +32,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "keys": ("account", "API keys for model providers, kept in the OS keyring."),
     "logs": ("logs", "Show serve's log readably: time, level, part, message, and the run and thread it is "
              "about."),
+    "memory": ("memory", "The agent's notes across threads (list; `memory rm ID`, `memory edit ID`)."),
     "mcp": ("mcp", "MCP servers: the tools the agent can use beyond the built-ins."),
     "models": ("models", "Model providers, the one `[agent] model` selects (*), and where each key is "
                "found."),

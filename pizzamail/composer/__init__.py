@@ -96,15 +96,17 @@ class Composer:
         return self._env.get_template(template).render(**context)
 
     def system_prompt(self, *, subject: str, now: datetime, skills: Sequence[object] = (),
-                      unavailable: Sequence[object] = (), agent: Agent | None = None) -> str:
-        """``skills`` have name, description, location; ``unavailable`` have server and reason.
-        ``agent`` (default: the main one) gives the name, the address and its own instructions."""
+                      unavailable: Sequence[object] = (), agent: Agent | None = None,
+                      memory: Sequence[object] = ()) -> str:
+        """``skills`` have name, description, location; ``unavailable`` have server and reason;
+        ``memory`` notes have id and text. ``agent`` (default: the main one) gives the name, the
+        address and its own instructions."""
         agent = agent or self.config.main_agent
         return self.render("system.md.j2", agent_name=agent.name, address=agent.address,
                            instructions=agent.instructions.strip(),
                            owner=self.config.account.address, subject=subject,
                            date=now.strftime("%A %d %B %Y"), time=now.strftime("%H:%M %Z"),
-                           skills=skills, unavailable=unavailable).strip()
+                           skills=skills, unavailable=unavailable, memory=memory).strip()
 
     def reply(self, ctx: MailContext, markdown: str, *, notes: Sequence[str] = (),
               files: Sequence[Path] = (), footer: str = "") -> Composed:
@@ -203,8 +205,12 @@ def _attach(msg: EmailMessage, path: Path) -> None:
     kind, _ = mimetypes.guess_type(path.name)
     maintype, _, subtype = (kind or "application/octet-stream").partition("/")
     data = path.read_bytes()
-    if maintype == "text":
-        msg.add_attachment(data.decode("utf-8", "replace"), subtype=subtype, filename=path.name)
+    try:
+        text = data.decode("utf-8") if maintype == "text" else None
+    except UnicodeDecodeError:
+        text = None  # written as bytes (write_file's content_base64): sent as they are, not repaired
+    if text is not None:
+        msg.add_attachment(text, subtype=subtype, filename=path.name)
     else:
         msg.add_attachment(data, maintype=maintype, subtype=subtype, filename=path.name)
 

@@ -40,6 +40,7 @@ from pizzamail.store.actions import HeldAction
 from pizzamail.store.blobs import BlobStore
 from pizzamail.store.events import RunQueued, StopRequested
 from pizzamail.store.mailwriter import message_row
+from pizzamail.store.memory import relevant_notes
 from pizzamail.store.runs import (
     Run,
     add_step,
@@ -412,8 +413,10 @@ class Runner:
         return replace(ctx.mail(run), headers=tuple(("X-Pizzamail-Decision", d) for d in decided))
 
     async def _transcript(self, run: Run, ctx: RunContext, toolbox: Toolbox, agent: Agent) -> Transcript:
+        task = f"{ctx.subject}\n{ctx.trigger.body if ctx.trigger else ''}"
         system = self._mails.system_prompt(subject=ctx.subject, now=self.clock(), agent=agent,
-                                           skills=toolbox.skills, unavailable=toolbox.unavailable)
+                                           skills=toolbox.skills, unavailable=toolbox.unavailable,
+                                           memory=await relevant_notes(self.store, task))
         base = [Message(role="system", content=system),
                 *history(ctx, limit=agent.history_messages)]
         rows = await steps_of(self.store, run.id)

@@ -1,12 +1,28 @@
-"""The agent's memory across threads: short notes it chose to keep (``remember``/``recall``)."""
+"""The agent's memory across threads: short notes it chose to keep (``remember``/``recall``), the
+few a task's prompt shows (:func:`relevant_notes`), and the user's changes (list, edit, delete).
+
+The full-text search is one function, :func:`_matching` (SQLite FTS5 here); the index is kept by
+the writes below, not by triggers, so another database can keep its own the same way.
+"""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import aiosqlite
 
 from pizzamail.store import Store, now
+
+_WORD = re.compile(r"\w{3,}")
+#: words too common to say what a task is about
+_COMMON = frozenset((
+    "the", "and", "for", "you", "your", "with", "this", "that", "from", "are", "was", "were", "have",
+    "has", "had", "not", "but", "all", "can", "will", "would", "should", "could", "please", "about",
+    "into", "out", "our", "their", "there", "here", "what", "when", "which", "who", "how", "why",
+    "hello", "thanks", "thank", "regards", "best", "dear", "some", "any", "more", "most", "also",
+    "just", "than", "then", "them", "they", "its"))
+_MAX_WORDS = 30
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -24,7 +40,27 @@ async def add_note(db: aiosqlite.Connection, text: str, *, thread_id: int, run_i
         "INSERT OR IGNORE INTO memory(text, thread_id, run_id, call_id, created_at)"
         " VALUES (?, ?, ?, ?, ?)", (text, thread_id, run_id, call_id, now()),
     )
+    if cursor.rowcount != 1:
+        return False
+    await db.execute("INSERT INTO memory_search(rowid, text) VALUES (?, ?)", (cursor.lastrowid, text))
+    return True
+
+
+async def delete_note(db: aiosqlite.Connection, note_id: int) -> bool:
+    """Forget a note; False when there is none with that id."""
+    cursor = await db.execute("DELETE FROM memory WHERE id = ?", (note_id,))
+    await db.execute("DELETE FROM memory_search WHERE rowid = ?", (note_id,))
     return cursor.rowcount == 1
+
+
+async def edit_note(db: aiosqlite.Connection, note_id: int, text: str) -> bool:
+    """Replace a note's text; False when there is none with that id."""
+    cursor = await db.execute("UPDATE memory SET text = ? WHERE id = ?", (text, note_id))
+    if cursor.rowcount != 1:
+        return False
+    await db.execute("DELETE FROM memory_search WHERE rowid = ?", (note_id,))
+    await db.execute("INSERT INTO memory_search(rowid, text) VALUES (?, ?)", (note_id, text))
+    return True
 
 
 async def notes(store: Store, query: str = "", *, limit: int = 50) -> list[Note]:
@@ -33,3 +69,39 @@ async def notes(store: Store, query: str = "", *, limit: int = 50) -> list[Note]
     words = query.lower().split()
     found = [Note(**dict(r)) for r in rows if all(w in str(r["text"]).lower() for w in words)]
     return found[:limit]
+
+
+async def get_note(store: Store, note_id: int) -> Note | None:
+    row = await store.fetchone("SELECT id, text, thread_id, created_at FROM memory WHERE id = ?", (note_id,))
+    return Note(**dict(row)) if row else None
+
+
+async def relevant_notes(store: Store, task: str, *, recent: int = 5, matching: int = 5,
+                         max_chars: int = 2000) -> list[Note]:
+    """The notes a task's prompt shows: those that best match its text, then the most recent, at
+    most ``max_chars`` of note text in all; oldest first."""
+    rows = await store.fetchall(
+        "SELECT id, text, thread_id, created_at FROM memory ORDER BY id DESC LIMIT ?", (recent,))
+    chosen = {n.id: n for n in await _matching(store, task, matching)}
+    for row in rows:
+        chosen.setdefault(row["id"], Note(**dict(row)))
+    kept, used = [], 0
+    for note in chosen.values():  # best matches first, so they are what the budget keeps
+        if used + len(note.text) <= max_chars:
+            kept.append(note)
+            used += len(note.text)
+    return sorted(kept, key=lambda n: n.id)
+
+
+async def _matching(store: Store, text: str, limit: int) -> list[Note]:
+    """The notes sharing the most telling words with ``text``, best first (FTS5 with bm25)."""
+    words = list(dict.fromkeys(w for w in _WORD.findall(text.lower()) if w not in _COMMON))
+    if not words or limit <= 0:
+        return []
+    # each word quoted (no FTS syntax from the mail gets through) and a prefix: "unit" finds "units"
+    query = " OR ".join(f'"{w}"*' for w in words[:_MAX_WORDS])
+    rows = await store.fetchall(
+        "SELECT memory.id, memory.text, memory.thread_id, memory.created_at FROM memory_search"
+        " JOIN memory ON memory.id = memory_search.rowid WHERE memory_search MATCH ?"
+        " ORDER BY memory_search.rank LIMIT ?", (query, limit))
+    return [Note(**dict(r)) for r in rows]

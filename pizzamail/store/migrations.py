@@ -391,6 +391,15 @@ MIGRATIONS: list[tuple[str, str]] = [
         ALTER TABLE threads ADD COLUMN folder TEXT NOT NULL DEFAULT 'INBOX'
         """,
     ),
+    (
+        # The notes matching a task go into its prompt: a full-text index of the memory, kept by
+        # store/memory.py (no triggers, so that PostgreSQL can do the same with a tsvector column).
+        "020_memory_search",
+        """
+        CREATE VIRTUAL TABLE memory_search USING fts5(text);
+        INSERT INTO memory_search(rowid, text) SELECT id, text FROM memory
+        """,
+    ),
 ]
 
 

@@ -1,11 +1,13 @@
-"""The attachments of a thread's mails, listed and read as text where that makes sense. No I/O
-beyond the bytes handed in: the caller reads the stored mails."""
+"""The attachments of a thread's mails, listed and read as text where that makes sense (documents
+through :mod:`pizzamail.tools.documents`). No I/O beyond the bytes handed in: the caller reads the
+stored mails."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from pizzamail.mail.parse import ParsedMail, parse_mail
+from pizzamail.tools.documents import Part, Reading, document_kind, read_document, text_part
 
 #: types whose bytes are text even though they are not text/*
 _TEXTUAL = ("application/json", "application/xml", "application/csv", "application/x-yaml",
@@ -37,17 +39,19 @@ def attachments_of(parsed: ParsedMail, *, subject: str, start: int) -> list[Atta
             for n, f in enumerate(parsed.files)]
 
 
-def attachment_text(attachment: Attachment, *, charset: str = "utf-8") -> str:
-    """The content as text, or a short note saying why it cannot be shown."""
-    if attachment.is_text:
-        return attachment.data.decode(charset, "replace")
-    if attachment.content_type == "message/rfc822" and attachment.data:
-        return _mail_text(attachment.data)
-    if attachment.content_type == "application/pdf":
-        return (f"{attachment.filename} is a PDF; text extraction from PDFs is not available in this"
-                " installation. Ask the user for a text version if you need its content.")
-    return (f"{attachment.filename} is {attachment.content_type} ({len(attachment.data)} bytes);"
-            " it cannot be shown as text.")
+def attachment_text(attachment: Attachment, part: Part, *, limit: int, charset: str = "utf-8") -> Reading:
+    """``part`` of the content as text (at most ``limit`` characters and a note on the rest), or a
+    short note saying why it cannot be shown."""
+    a = attachment
+    kind = document_kind(a.filename, a.content_type, a.data)
+    if kind is not None:
+        return read_document(kind, a.filename, a.data, part, limit=limit)
+    if a.is_text:
+        return text_part(a.filename, a.data.decode(charset, "replace"), part, limit=limit)
+    if a.content_type == "message/rfc822" and a.data:
+        return text_part(a.filename, _mail_text(a.data), part, limit=limit)
+    return Reading(text=f"{a.filename} is {a.content_type} ({len(a.data)} bytes);"
+                        " it cannot be shown as text.")
 
 
 def _mail_text(raw: bytes) -> str:

@@ -24,11 +24,12 @@ from collections.abc import Iterable
 
 from pizzamail.config import Config, HookSettings, WatchSettings
 
-OUTSIDE_DEFAULT: dict[str, str] = {"remember": "deny"}
+OUTSIDE_DEFAULT: dict[str, str] = {"remember": "deny", "forget": "deny"}
 """Rules for runs on outsiders' content unless the trigger's ``policy`` names the tool itself.
 
 ``remember`` writes the memory that every later run reads: an instruction planted in a stranger's mail
-would steer the owner's own runs from then on. Tools that reach other people or outlast the run
+would steer the owner's own runs from then on; ``forget`` would let it erase what the owner's runs
+rely on. Tools that reach other people or outlast the run
 (``draft_email``, ``schedule_task``) are held for approval whatever the policy says, and MCP tools
 ask by default unless they declare themselves read-only, so they need no entry here. A ``"*"`` rule
 of the trigger's does not lift the default: an exact name beats a glob, as in every rule table."""

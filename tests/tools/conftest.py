@@ -78,13 +78,14 @@ def http_notes(notes_dir: Path) -> Iterator[str]:
 
 
 def with_tools(h: Harness, *, hub: McpHub | None = None, skills: Path | None = None,
-               rules: dict[str, str] | None = None) -> dict[str, Any]:
-    """Runner options with built-ins (+ skills, + MCP servers) wired as the service wires them."""
+               rules: dict[str, str] | None = None, **builtins: Any) -> dict[str, Any]:
+    """Runner options with built-ins (+ skills, + MCP servers) wired as the service wires them;
+    ``builtins`` are more options of :class:`Builtins` (limits)."""
     filer = Filer(mailbox=h.mailbox, blobs=h.blobs)
     tools = ToolRegistry(rules=rules or {})
     tools.add_source(Builtins(
         store=h.store, blobs=h.blobs, composer=Composer(config=h.config), sender=h.config.agent.address,
-        memory_file=h.blobs.root.parent / "memory.md"))
+        memory_file=h.blobs.root.parent / "memory.md", **builtins))
     if skills is not None:
         tools.add_source(SkillSource(home_skills=skills, paths=[]))
     if hub is not None:

@@ -43,14 +43,6 @@ async def test_attachments_are_listed_and_read_as_text(harness: Harness, fake_op
     assert fake_openai.requests[2].messages[-1]["content"] == "Decided: ship on Friday.\n"
 
 
-async def test_a_pdf_attachment_is_described_not_dumped(harness: Harness, fake_openai: FakeOpenAI) -> None:
-    run_id = await task_with_attachment(harness, "Read it", "x.pdf", b"%PDF-1.4 ...", "application/pdf")
-    fake_openai.script([tool_call("read_attachment", {"name": "1"}), text("It is a PDF.")])
-    async with harness.running(**with_tools(harness)) as runner:
-        assert await harness.finish(runner, run_id) == "done"
-    assert "is a PDF; text extraction" in fake_openai.requests[1].messages[-1]["content"]
-
-
 async def test_a_mail_attached_950_levels_deep_is_read_not_crashed_on(
     harness: Harness, fake_openai: FakeOpenAI
 ) -> None:

@@ -30,10 +30,11 @@ def test_the_owners_mail_and_schedules_get_no_rules(source: str | None) -> None:
 
 
 @pytest.mark.parametrize("source", ["hook:gh", "watch:inbox"])
-def test_hooks_and_watches_deny_remember_by_default(source: str) -> None:
+def test_hooks_and_watches_deny_remember_and_forget_by_default(source: str) -> None:
     rules = run_rules(config(), sender=OWNER, sources=[source])
-    assert rules == ({"remember": "deny"},)
-    assert (decide(rules, "remember"), decide(rules, "recall")) == ("deny", None)
+    assert rules == ({"remember": "deny", "forget": "deny"},)
+    decided = (decide(rules, "remember"), decide(rules, "forget"), decide(rules, "recall"))
+    assert decided == ("deny", "deny", None)
 
 
 @pytest.mark.parametrize(("source", "settings"), [("hook:gh", "hook"), ("watch:inbox", "watch")])

@@ -16,6 +16,7 @@ from pizzamail.secrets import SecretStore
 from pizzamail.store import Store
 from pizzamail.store.blobs import BlobStore
 from pizzamail.tools.attachments import attachment_text, attachments_of
+from pizzamail.tools.documents import Part
 from pizzamail.triggers.post import TriggerMail, post_task
 from pizzamail.triggers.watch_imap import MAX_FETCH_BYTES
 from pizzamail.triggers.watch_mail import ORIGINAL, carried, mail_facts, render
@@ -94,9 +95,9 @@ async def test_read_attachment_reads_the_carried_csv_and_the_original_as_text(
     assert [(a.index, a.filename, a.content_type) for a in found] == [
         (1, ORIGINAL, "message/rfc822"), (2, "report.csv", "text/csv")]
     eml, csv = found
-    assert attachment_text(csv) == CSV.decode()
+    assert attachment_text(csv, Part(), limit=16_000).text == CSV.decode()
     assert parsed(eml.data)["Subject"] == "Q3 numbers"
-    shown = attachment_text(eml)
+    shown = attachment_text(eml, Part(), limit=16_000).text
     assert shown.startswith("From: Bea <bea@example.com>\nTo: me@example.com\nDate: ")
     assert "\nSubject: Q3 numbers\n\nFigures attached." in shown
     assert shown.endswith("[attachments: report.csv]")
