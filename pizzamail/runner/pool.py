@@ -414,7 +414,7 @@ class Runner:
         system = self._mails.system_prompt(subject=ctx.subject, now=self.clock(), agent=agent,
                                            skills=toolbox.skills, unavailable=toolbox.unavailable)
         base = [Message(role="system", content=system),
-                *history(ctx, limit=agent.history_messages)]
+                *await history(ctx, limit=agent.history_messages, blobs=self.blobs)]
         rows = await steps_of(self.store, run.id)
         if rows:
             log.info("run %d: replaying %d checkpointed step(s)", run.id, len(rows))
