@@ -11,20 +11,38 @@ evidence; none of them needs another to read one.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from pizzamail.errors import RunError
-from pizzamail.providers.types import Message, Response, ToolCall
+from pizzamail.providers.types import Message, Picture, Response, ToolCall
+from pizzamail.store.blobs import digest_of
 from pizzamail.store.runs import Step
+
+#: reads a blob's bytes by digest (the pictures a checkpoint names)
+Load = Callable[[str], bytes]
+
+
+@dataclass(frozen=True, kw_only=True)
+class ToolFile:
+    """A file a tool gave back (an MCP image, audio clip or resource): it goes out with the run's
+    reply, byte for byte, under ``name``."""
+
+    name: str
+    media_type: str
+    data: bytes
 
 
 @dataclass(frozen=True, kw_only=True)
 class ToolResult:
-    """What a tool call gave back; ``is_error``: a failure the model can fix (it reads the text)."""
+    """What a tool call gave back; ``is_error``: a failure the model can fix (it reads the text).
+    ``pictures`` are shown to a model with vision; ``files`` are attached to the reply."""
 
     text: str
     is_error: bool = False
+    pictures: tuple[Picture, ...] = ()
+    files: tuple[ToolFile, ...] = ()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -51,12 +69,28 @@ class ToolStep:
     result: ToolResult
 
     def to_data(self) -> dict[str, Any]:
-        return {"call_id": self.call_id, "name": self.name, "text": self.result.text,
-                "is_error": self.result.is_error}
+        """The pictures by blob digest (the runner saves their bytes before the checkpoint); the
+        files are in the run's workspace by then, so only the text that names them is kept."""
+        data: dict[str, Any] = {"call_id": self.call_id, "name": self.name, "text": self.result.text,
+                                "is_error": self.result.is_error}
+        if self.result.pictures:
+            data["pictures"] = [{"media_type": p.media_type, "about": p.about, "blob": digest_of(p.data)}
+                                for p in self.result.pictures]
+        return data
+
+    @classmethod
+    def from_data(cls, data: dict[str, Any], load: Load | None) -> ToolStep:
+        """``load`` reads the pictures' bytes (None: they are left out)."""
+        pictures: tuple[Picture, ...] = ()
+        if load is not None:
+            pictures = tuple(Picture(media_type=str(p["media_type"]), about=str(p["about"]),
+                                     data=load(str(p["blob"]))) for p in data.get("pictures") or [])
+        result = ToolResult(text=str(data["text"]), is_error=bool(data["is_error"]), pictures=pictures)
+        return cls(call_id=str(data["call_id"]), name=str(data["name"]), result=result)
 
     def messages(self) -> list[Message]:
         return [Message(role="tool", content=self.result.text, tool_call_id=self.call_id,
-                        is_error=self.result.is_error)]
+                        is_error=self.result.is_error, pictures=self.result.pictures)]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -116,14 +150,14 @@ class DelegateStep:
 AgentStep = ModelStep | ToolStep | HeldStep | DelegateStep
 
 
-def step_from_row(row: Step) -> AgentStep:
+def step_from_row(row: Step, load: Load | None = None) -> AgentStep:
+    """The step a checkpoint row holds. ``load`` reads the pictures it names from the blob store
+    (blocking: call it in a worker thread); without it they are left out (a run's end is read)."""
     try:
         if row.kind == ModelStep.kind:
             return ModelStep(response=Response.from_data(row.data))
         if row.kind == ToolStep.kind:
-            data = row.data
-            result = ToolResult(text=str(data["text"]), is_error=bool(data["is_error"]))
-            return ToolStep(call_id=str(data["call_id"]), name=str(data["name"]), result=result)
+            return ToolStep.from_data(row.data, load)
         if row.kind == HeldStep.kind:
             data = row.data
             return HeldStep(call_id=str(data["call_id"]), name=str(data["name"]),

@@ -163,8 +163,7 @@ class Toolbox:
         result = await offered.tool.call(arguments)
         if len(result.text) > self.max_result_chars:
             cut = result.text[: self.max_result_chars]
-            return ToolResult(text=f"{cut}\n[… cut: the result had {len(result.text)} characters]",
-                              is_error=result.is_error)
+            return replace(result, text=f"{cut}\n[… cut: the result had {len(result.text)} characters]")
         return result
 
     def missing(self, name: str) -> ToolResult:
