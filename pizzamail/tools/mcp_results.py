@@ -107,5 +107,12 @@ def _name(kind: str, n: int, media_type: str, *, uri: str = "") -> str:
     own = unquote(urlparse(uri).path).rstrip("/").rsplit("/", 1)[-1] if uri else ""
     if own:
         return own
-    extension = mimetypes.guess_extension(media_type.split(";")[0].strip()) or ".bin"
-    return f"{kind}-{n}{extension}"
+    return f"{kind}-{n}{_extension(media_type)}"
+
+
+def _extension(media_type: str) -> str:
+    """``.png`` for image/png; the subtype itself when the table has none (audio/wav: ``.wav``)."""
+    bare = media_type.split(";")[0].strip().lower()
+    subtype = bare.partition("/")[2].split("+")[0]
+    fallback = f".{subtype}" if subtype.isalnum() and len(subtype) <= 5 else ".bin"
+    return mimetypes.guess_extension(bare) or fallback
