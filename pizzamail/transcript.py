@@ -20,7 +20,7 @@ from pizzamail.providers.types import Message, Picture, Response, ToolCall
 from pizzamail.store.blobs import digest_of
 from pizzamail.store.runs import Step
 
-#: reads a blob's bytes by digest (the pictures a checkpoint names)
+#: reads a picture's bytes by the digest its checkpoint names
 Load = Callable[[str], bytes]
 
 
@@ -69,8 +69,8 @@ class ToolStep:
     result: ToolResult
 
     def to_data(self) -> dict[str, Any]:
-        """The pictures by blob digest (the runner saves their bytes before the checkpoint); the
-        files are in the run's workspace by then, so only the text that names them is kept."""
+        """The pictures by digest (the toolbox kept their bytes in the run's workspace when the call
+        returned, and its files there too: only the text that names them is kept here)."""
         data: dict[str, Any] = {"call_id": self.call_id, "name": self.name, "text": self.result.text,
                                 "is_error": self.result.is_error}
         if self.result.pictures:
@@ -151,8 +151,8 @@ AgentStep = ModelStep | ToolStep | HeldStep | DelegateStep
 
 
 def step_from_row(row: Step, load: Load | None = None) -> AgentStep:
-    """The step a checkpoint row holds. ``load`` reads the pictures it names from the blob store
-    (blocking: call it in a worker thread); without it they are left out (a run's end is read)."""
+    """The step a checkpoint row holds. ``load`` reads the pictures it names (blocking: call it in a
+    worker thread); without it they are left out (when only a run's end is read)."""
     try:
         if row.kind == ModelStep.kind:
             return ModelStep(response=Response.from_data(row.data))

@@ -27,7 +27,6 @@ from pizzamail.mailbox.filing import Filer
 from pizzamail.providers.registry import select_provider
 from pizzamail.providers.types import Message, Provider, Response, ToolCall
 from pizzamail.runner.delegation import Delegation
-from pizzamail.runner.files import keep, load_steps
 from pizzamail.runner.history import RunContext, history, load_context
 from pizzamail.runner.limits import Limits, run_notes, usage_of
 from pizzamail.runner.loop import Delegating, drive
@@ -52,6 +51,7 @@ from pizzamail.store.runs import (
 )
 from pizzamail.store.threads import NewMessage
 from pizzamail.tools import RunScope, Toolbox, ToolRegistry
+from pizzamail.tools.outputs import load_steps
 from pizzamail.transcript import AgentStep, DelegateStep, HeldStep, Transcript
 
 log = logging.getLogger("pizzamail.runner")
@@ -420,10 +420,10 @@ class Runner:
         if rows:
             log.info("run %d: replaying %d checkpointed step(s)", run.id, len(rows))
         next_seq = rows[-1].seq + 1 if rows else 0
-        return Transcript(base=base, steps=await load_steps(rows, self.blobs), next_seq=next_seq)
+        steps = await load_steps(rows, workspace_for(self._workspaces(), run.id))
+        return Transcript(base=base, steps=steps, next_seq=next_seq)
 
     async def _checkpoint(self, run: Run, seq: int, step: AgentStep, toolbox: Toolbox) -> None:
-        await keep(step, blobs=self.blobs, workspace=workspace_for(self._workspaces(), run.id))
         async with self.store.write() as db:
             await add_step(db, run.id, seq, step.kind, step.to_data())
             if isinstance(step, HeldStep):  # the step and its held action exist together or not at all

@@ -50,7 +50,8 @@ async def test_a_tools_image_is_attached_to_the_reply_and_shown_to_the_model(
     [_, tool, _] = await steps_of(harness.store, run_id)
     assert base64.b64encode(chart_png()).decode() not in json.dumps(tool.data)  # a blob reference
     [picture] = tool.data["pictures"]
-    assert harness.blobs.get(picture["blob"]) == chart_png()
+    kept = harness.blobs.root.parent / "workspaces" / str(run_id) / ".pictures" / picture["blob"]
+    assert kept.read_bytes() == chart_png()
 
 
 async def test_audio_and_embedded_resources_are_attached_with_their_types(

@@ -12,7 +12,13 @@ import io
 
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Audio, Image
-from mcp.types import BlobResourceContents, EmbeddedResource, TextContent, TextResourceContents, ToolAnnotations
+from mcp.types import (
+    BlobResourceContents,
+    EmbeddedResource,
+    TextContent,
+    TextResourceContents,
+    ToolAnnotations,
+)
 from PIL import Image as Pillow
 
 mcp = MCPServer("media", version="0.1")
