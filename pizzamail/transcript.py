@@ -20,8 +20,8 @@ from pizzamail.providers.types import Message, Picture, Response, ToolCall
 from pizzamail.store.blobs import digest_of
 from pizzamail.store.runs import Step
 
-#: reads a picture's bytes by the digest its checkpoint names
-Load = Callable[[str], bytes]
+#: reads a picture's bytes by the digest its checkpoint names (None: it is no longer kept)
+Load = Callable[[str], bytes | None]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -74,18 +74,22 @@ class ToolStep:
         data: dict[str, Any] = {"call_id": self.call_id, "name": self.name, "text": self.result.text,
                                 "is_error": self.result.is_error}
         if self.result.pictures:
-            data["pictures"] = [{"media_type": p.media_type, "about": p.about, "blob": digest_of(p.data)}
+            data["pictures"] = [{"media_type": p.media_type, "about": p.about, "digest": digest_of(p.data)}
                                 for p in self.result.pictures]
         return data
 
     @classmethod
-    def from_data(cls, data: dict[str, Any], load: Load | None) -> ToolStep:
-        """``load`` reads the pictures' bytes (None: they are left out)."""
-        pictures: tuple[Picture, ...] = ()
-        if load is not None:
-            pictures = tuple(Picture(media_type=str(p["media_type"]), about=str(p["about"]),
-                                     data=load(str(p["blob"]))) for p in data.get("pictures") or [])
-        result = ToolResult(text=str(data["text"]), is_error=bool(data["is_error"]), pictures=pictures)
+    def from_data(cls, data: dict[str, Any], load: Load) -> ToolStep:
+        """``load`` reads the pictures' bytes; one no longer kept is named in the text instead."""
+        text, pictures = str(data["text"]), []
+        for named in data.get("pictures") or []:
+            found = load(str(named["digest"]))
+            if found is None:
+                text += f"\n[image {named['about']}; no longer kept, so it cannot be shown again]"
+            else:
+                pictures.append(Picture(media_type=str(named["media_type"]), about=str(named["about"]),
+                                        data=found))
+        result = ToolResult(text=text, is_error=bool(data["is_error"]), pictures=tuple(pictures))
         return cls(call_id=str(data["call_id"]), name=str(data["name"]), result=result)
 
     def messages(self) -> list[Message]:
@@ -150,9 +154,13 @@ class DelegateStep:
 AgentStep = ModelStep | ToolStep | HeldStep | DelegateStep
 
 
-def step_from_row(row: Step, load: Load | None = None) -> AgentStep:
+def _unread(digest: str) -> bytes | None:
+    return None
+
+
+def step_from_row(row: Step, load: Load = _unread) -> AgentStep:
     """The step a checkpoint row holds. ``load`` reads the pictures it names (blocking: call it in a
-    worker thread); without it they are left out (when only a run's end is read)."""
+    worker thread); a reader of a run's end alone needs none."""
     try:
         if row.kind == ModelStep.kind:
             return ModelStep(response=Response.from_data(row.data))

@@ -78,9 +78,9 @@ async def _turn(message: StoredMessage, blobs: BlobStore) -> Message:
         return Message(role="assistant", content=message.body)
     turn = Message(role="user", content=message.body)
     found = await asyncio.to_thread(_pictures, await blobs.load(message.blob))
-    notes = [p for p in found if isinstance(p, str)]
     if not found:
         return turn
+    notes = [p for p in found if isinstance(p, str)]
     return replace(turn, content="\n".join([turn.content, *notes]),
                    pictures=tuple(p for p in found if isinstance(p, Picture)))
 

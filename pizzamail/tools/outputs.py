@@ -27,8 +27,11 @@ async def keep(result: ToolResult, workspace: Path) -> None:
 
 async def load_steps(rows: list[Step], workspace: Path) -> list[AgentStep]:
     """The checkpointed steps with their pictures read back (off the event loop)."""
-    def picture(digest: str) -> bytes:
-        return (workspace / PICTURES / digest).read_bytes()
+    def picture(digest: str) -> bytes | None:
+        try:
+            return (workspace / PICTURES / digest).read_bytes()
+        except FileNotFoundError:  # the workspace was cleaned up meanwhile
+            return None
 
     return await asyncio.to_thread(lambda: [step_from_row(row, picture) for row in rows])
 

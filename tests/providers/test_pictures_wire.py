@@ -115,10 +115,19 @@ async def test_a_kept_tool_result_gets_its_picture_back_and_its_file_is_in_the_w
                         files=(ToolFile(name="../chart.png", media_type="image/png", data=shot.data),))
     await keep(result, workspace)
     step = ToolStep(call_id="c1", name="draw", result=result)
-    assert str(step.to_data()["pictures"][0]["blob"]) in {p.name for p in (workspace / ".pictures").iterdir()}
+    kept = {p.name for p in (workspace / ".pictures").iterdir()}
+    assert step.to_data()["pictures"][0]["digest"] in kept
     [again] = await load_steps([Step(seq=0, kind="tool", data=step.to_data())], workspace)
     assert isinstance(again, ToolStep) and again.result.pictures == (shot,)
     assert (workspace / "chart.png").read_bytes() == b"written by write_file earlier"
     assert (workspace / "chart-2.png").read_bytes() == shot.data
     await keep(result, workspace)  # the same call again after a crash: no third copy
     assert [p.name for p in attachments(workspace)] == ["chart-2.png", "chart.png"]
+
+
+async def test_a_picture_no_longer_kept_is_named_instead_of_failing_the_resume(tmp_path: Path) -> None:
+    step = ToolStep(call_id="c1", name="draw", result=ToolResult(text="drawn", pictures=(chart(),)))
+    [again] = await load_steps([Step(seq=0, kind="tool", data=step.to_data())], tmp_path / "cleaned")
+    assert isinstance(again, ToolStep) and again.result.pictures == ()
+    assert again.result.text == ("drawn\n[image chart.png: image/png, 64x48, "
+                                 f"{len(chart().data)} bytes; no longer kept, so it cannot be shown again]")
