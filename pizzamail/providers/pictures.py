@@ -23,16 +23,24 @@ NOT_AGAIN = "not shown again: only the most recent images are sent to the model"
 
 
 def is_image(name: str, media_type: str) -> bool:
-    """By its declared type, else by its name's extension (mail clients often send octet-stream)."""
+    return image_type(name, media_type) is not None
+
+
+def image_type(name: str, media_type: str) -> str | None:
+    """The image type: the declared one, else (mail clients often send octet-stream) the one its
+    name's extension says; None for anything that is not an image."""
     if media_type.startswith("image/"):
-        return True
+        return media_type
     guessed, _ = mimetypes.guess_type(name)
-    return media_type == "application/octet-stream" and bool(guessed and guessed.startswith("image/"))
+    if media_type == "application/octet-stream" and guessed and guessed.startswith("image/"):
+        return guessed
+    return None
 
 
 def picture(data: bytes, *, name: str, media_type: str) -> Picture | str:
     """An image as a :class:`Picture`, or the line of text that says why it cannot be one. CPU-bound:
     run it in a worker thread."""
+    media_type = image_type(name, media_type) or media_type
     fitted = fit_image(data, name=name, media_type=media_type)
     if isinstance(fitted, Unreadable):
         return f"[image {name} ({media_type}) could not be read: {fitted.reason}]"

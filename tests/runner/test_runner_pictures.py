@@ -190,3 +190,15 @@ def test_only_the_newest_pictures_are_sent_and_the_older_ones_are_named() -> Non
     assert shown[0].content.splitlines()[1:] == [
         f"[image p{n}.png: image/png, {10 + n}x10, {len(pictures[n].data)} bytes; not shown again: only"
         " the most recent images are sent to the model]" for n in (0, 1)]
+
+
+async def test_an_image_sent_as_octet_stream_is_known_by_its_name(
+    harness: Harness, fake_openai: FakeOpenAI
+) -> None:
+    image = png()
+    fake_openai.script([text("Red.")])
+    run_id = await image_task(harness, "Colour?", [("shot.png", "application/octet-stream", image)])
+    async with harness.running() as runner:
+        assert await harness.finish(runner, run_id) == "done"
+    assert image_urls(fake_openai.requests[0].messages[-1]) == [
+        "data:image/png;base64," + base64.b64encode(image).decode()]
