@@ -23,6 +23,7 @@ MAX_BYTES = 3_000_000
 #: formats sent as they came when they are within bounds; anything else becomes PNG or JPEG
 _KEPT = {"PNG": "image/png", "JPEG": "image/jpeg"}
 _JPEG_QUALITIES = (85, 70, 50)
+_ORIENTATION = 0x0112  # the EXIF tag that says how a camera held the picture
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -48,16 +49,19 @@ def fit_image(data: bytes, *, name: str, media_type: str) -> Fitted | Unreadable
         with warnings.catch_warnings():
             warnings.simplefilter("error", Image.DecompressionBombWarning)
             image = Image.open(io.BytesIO(data))
+            size = image.size
+            image.draft("RGB", (MAX_SIDE, MAX_SIDE))  # a big JPEG decodes at a fraction of its size
             image.load()
     except (UnidentifiedImageError, Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
         return Unreadable(reason=_why(exc))
     except (OSError, ValueError, SyntaxError) as exc:  # truncated or corrupt data
         return Unreadable(reason=f"the image data is damaged ({exc})")
-    about = describe(name=name, media_type=media_type, size=len(data), dimensions=image.size)
+    about = describe(name=name, media_type=media_type, size=len(data), dimensions=size)
     kept = _KEPT.get(image.format or "")
-    if kept and max(image.size) <= MAX_SIDE and len(data) <= MAX_BYTES:
+    upright = image.getexif().get(_ORIENTATION, 1) == 1  # models are not trusted to turn it
+    if kept and upright and max(size) <= MAX_SIDE and len(data) <= MAX_BYTES:
         return Fitted(media_type=kept, data=data, original=about)
-    return _reencoded(_upright(image), about)
+    return _reencoded(_upright(image), about, photo=image.format == "JPEG")
 
 
 def describe(*, name: str, media_type: str, size: int, dimensions: tuple[int, int] | None = None) -> str:
@@ -91,14 +95,15 @@ def _upright(image: Image.Image) -> Image.Image:
     return upright
 
 
-def _reencoded(image: Image.Image, about: str) -> Fitted | Unreadable:
-    """PNG when it keeps transparency or a drawing's sharp edges within budget, else JPEG, smaller
-    until it fits."""
+def _reencoded(image: Image.Image, about: str, *, photo: bool) -> Fitted | Unreadable:
+    """A photo (it came as JPEG) as JPEG; anything else as PNG when that keeps its transparency or a
+    drawing's sharp edges within budget, else as JPEG too, smaller until it fits."""
     if image.mode not in ("RGB", "RGBA", "L", "LA"):
         image = image.convert("RGBA" if "transparency" in image.info or "A" in image.mode else "RGB")
-    png = _encode(image, "PNG")
-    if len(png) <= MAX_BYTES:
-        return Fitted(media_type="image/png", data=png, original=about)
+    if not photo:
+        png = _encode(image, "PNG")
+        if len(png) <= MAX_BYTES:
+            return Fitted(media_type="image/png", data=png, original=about)
     flat = _flattened(image)
     while True:
         for quality in _JPEG_QUALITIES:
@@ -121,5 +126,5 @@ def _flattened(image: Image.Image) -> Image.Image:
 
 def _encode(image: Image.Image, fmt: str, **options: int) -> bytes:
     out = io.BytesIO()
-    image.save(out, fmt, optimize=True, **options)
+    image.save(out, fmt, **options)
     return out.getvalue()
