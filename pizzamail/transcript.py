@@ -11,20 +11,38 @@ evidence; none of them needs another to read one.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from pizzamail.errors import RunError
-from pizzamail.providers.types import Message, Response, ToolCall
+from pizzamail.providers.types import Message, Picture, Response, ToolCall
+from pizzamail.store.blobs import digest_of
 from pizzamail.store.runs import Step
+
+#: reads a picture's bytes by the digest its checkpoint names (None: it is no longer kept)
+Load = Callable[[str], bytes | None]
+
+
+@dataclass(frozen=True, kw_only=True)
+class ToolFile:
+    """A file a tool gave back (an MCP image, audio clip or resource): it goes out with the run's
+    reply, byte for byte, under ``name``."""
+
+    name: str
+    media_type: str
+    data: bytes
 
 
 @dataclass(frozen=True, kw_only=True)
 class ToolResult:
-    """What a tool call gave back; ``is_error``: a failure the model can fix (it reads the text)."""
+    """What a tool call gave back; ``is_error``: a failure the model can fix (it reads the text).
+    ``pictures`` are shown to a model with vision; ``files`` are attached to the reply."""
 
     text: str
     is_error: bool = False
+    pictures: tuple[Picture, ...] = ()
+    files: tuple[ToolFile, ...] = ()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -51,12 +69,32 @@ class ToolStep:
     result: ToolResult
 
     def to_data(self) -> dict[str, Any]:
-        return {"call_id": self.call_id, "name": self.name, "text": self.result.text,
-                "is_error": self.result.is_error}
+        """The pictures by digest (the toolbox kept their bytes in the run's workspace when the call
+        returned, and its files there too: only the text that names them is kept here)."""
+        data: dict[str, Any] = {"call_id": self.call_id, "name": self.name, "text": self.result.text,
+                                "is_error": self.result.is_error}
+        if self.result.pictures:
+            data["pictures"] = [{"media_type": p.media_type, "about": p.about, "digest": digest_of(p.data)}
+                                for p in self.result.pictures]
+        return data
+
+    @classmethod
+    def from_data(cls, data: dict[str, Any], load: Load) -> ToolStep:
+        """``load`` reads the pictures' bytes; one no longer kept is named in the text instead."""
+        text, pictures = str(data["text"]), []
+        for named in data.get("pictures") or []:
+            found = load(str(named["digest"]))
+            if found is None:
+                text += f"\n[image {named['about']}; no longer kept, so it cannot be shown again]"
+            else:
+                pictures.append(Picture(media_type=str(named["media_type"]), about=str(named["about"]),
+                                        data=found))
+        result = ToolResult(text=text, is_error=bool(data["is_error"]), pictures=tuple(pictures))
+        return cls(call_id=str(data["call_id"]), name=str(data["name"]), result=result)
 
     def messages(self) -> list[Message]:
         return [Message(role="tool", content=self.result.text, tool_call_id=self.call_id,
-                        is_error=self.result.is_error)]
+                        is_error=self.result.is_error, pictures=self.result.pictures)]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -116,14 +154,18 @@ class DelegateStep:
 AgentStep = ModelStep | ToolStep | HeldStep | DelegateStep
 
 
-def step_from_row(row: Step) -> AgentStep:
+def _unread(digest: str) -> bytes | None:
+    return None
+
+
+def step_from_row(row: Step, load: Load = _unread) -> AgentStep:
+    """The step a checkpoint row holds. ``load`` reads the pictures it names (blocking: call it in a
+    worker thread); a reader of a run's end alone needs none."""
     try:
         if row.kind == ModelStep.kind:
             return ModelStep(response=Response.from_data(row.data))
         if row.kind == ToolStep.kind:
-            data = row.data
-            result = ToolResult(text=str(data["text"]), is_error=bool(data["is_error"]))
-            return ToolStep(call_id=str(data["call_id"]), name=str(data["name"]), result=result)
+            return ToolStep.from_data(row.data, load)
         if row.kind == HeldStep.kind:
             data = row.data
             return HeldStep(call_id=str(data["call_id"]), name=str(data["name"]),

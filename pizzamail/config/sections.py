@@ -89,6 +89,8 @@ class ProviderSettings:
     max_retries: StrictInt = setting(4, "retries on 429/5xx and network errors")
     max_tokens: Count = setting(4096, "anthropic, bedrock: most tokens in one answer")
     region: StrictStr = setting("", "bedrock: AWS region (default: $AWS_REGION, else us-east-1)")
+    vision: StrictBool = setting(True, "the model takes images; false: it is told each image's name,"
+                                       " type and size instead")
 
 
 #: the sections that work without being written in config.toml, with their defaults
@@ -100,7 +102,8 @@ BUILTIN_PROVIDERS: dict[str, dict[str, Any]] = {
     # base_url "" = https://bedrock-runtime.{region}.amazonaws.com; no key = SigV4 from the AWS chain
     "bedrock": {"kind": "bedrock", "base_url": "", "key_env": "AWS_BEARER_TOKEN_BEDROCK",
                 "key_required": False},
-    "ollama": {"base_url": "http://127.0.0.1:11434/v1", "key_required": False},
+    # most models pulled into Ollama are text-only: set vision = true for one that sees
+    "ollama": {"base_url": "http://127.0.0.1:11434/v1", "key_required": False, "vision": False},
 }
 
 

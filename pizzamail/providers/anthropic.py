@@ -8,13 +8,14 @@ object (not a JSON string); tool results are ``tool_result`` blocks (with ``is_e
 
 from __future__ import annotations
 
+import base64
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from pizzamail.errors import ProviderError
 from pizzamail.providers.blocks import merge_tool_results, tool_call
 from pizzamail.providers.http import HttpProvider, complete_fitting, malformed
-from pizzamail.providers.types import Message, Response, ToolCall, ToolSpec, Usage
+from pizzamail.providers.types import Message, Picture, Response, ToolCall, ToolSpec, Usage
 
 API_VERSION = "2023-06-01"
 DEFAULT_BASE_URL = "https://api.anthropic.com"
@@ -44,7 +45,7 @@ class AnthropicProvider(HttpProvider):
             body = request_body(self.model, fitting, tools, max_tokens=self.max_tokens)
             return parse_response(await self.endpoint().post("v1/messages", body), fallback_model=self.model)
 
-        return await complete_fitting(messages, send)
+        return await complete_fitting(self.shown(messages), send)
 
 
 # -- wire format -----------------------------------------------------------------------------
@@ -70,14 +71,26 @@ def wire_messages(messages: list[Message]) -> list[dict[str, Any]]:
 def wire_message(message: Message) -> dict[str, Any]:
     if message.role == "tool":
         block: dict[str, Any] = {"type": "tool_result", "tool_use_id": message.tool_call_id,
-                                 "content": message.content}
+                                 "content": _with_pictures(message) if message.pictures else message.content}
         if message.is_error:
             block["is_error"] = True
         return {"role": "user", "content": [block]}
     if message.role == "assistant" and message.tool_calls:
         text = [{"type": "text", "text": message.content}] if message.content else []
         return {"role": "assistant", "content": [*text, *(wire_tool_use(c) for c in message.tool_calls)]}
+    if message.pictures:
+        return {"role": message.role, "content": _with_pictures(message)}
     return {"role": message.role, "content": message.content}
+
+
+def _with_pictures(message: Message) -> list[dict[str, Any]]:
+    text = [{"type": "text", "text": message.content}] if message.content else []
+    return [*text, *(image_block(p) for p in message.pictures)]
+
+
+def image_block(picture: Picture) -> dict[str, Any]:
+    data = base64.b64encode(picture.data).decode("ascii")
+    return {"type": "image", "source": {"type": "base64", "media_type": picture.media_type, "data": data}}
 
 
 def wire_tool_use(call: ToolCall) -> dict[str, Any]:

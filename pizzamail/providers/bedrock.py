@@ -12,6 +12,7 @@ Differences from Anthropic Messages: every content item is a one-key object (``{
 
 from __future__ import annotations
 
+import base64
 import os
 from collections.abc import Generator
 from dataclasses import dataclass, field
@@ -23,7 +24,7 @@ import httpx
 from pizzamail.errors import ProviderError, ProviderNotConfigured
 from pizzamail.providers.blocks import merge_tool_results, tool_call
 from pizzamail.providers.http import HttpProvider, complete_fitting, malformed
-from pizzamail.providers.types import Message, Response, ToolCall, ToolSpec, Usage
+from pizzamail.providers.types import Message, Picture, Response, ToolCall, ToolSpec, Usage
 
 DEFAULT_REGION = "us-east-1"
 DEFAULT_MAX_TOKENS = 4096
@@ -138,7 +139,7 @@ class BedrockProvider(HttpProvider):
             answer = await self.endpoint().post(converse_path(self.model), body)
             return parse_response(answer, model=self.model)
 
-        return await complete_fitting(messages, send)
+        return await complete_fitting(self.shown(messages), send)
 
 
 # -- wire format -------------------------------------------------------------------------------
@@ -163,12 +164,21 @@ def wire_messages(messages: list[Message]) -> list[dict[str, Any]]:
 
 def wire_message(message: Message) -> dict[str, Any]:
     if message.role == "tool":
-        result = {"toolUseId": message.tool_call_id, "content": [{"text": message.content}],
+        content = [{"text": message.content}, *(image_block(p) for p in message.pictures)]
+        result = {"toolUseId": message.tool_call_id, "content": content,
                   "status": "error" if message.is_error else "success"}
         return {"role": "user", "content": [{"toolResult": result}]}
-    text = [{"text": message.content}] if message.content or not message.tool_calls else []
+    bare = not (message.content or message.tool_calls or message.pictures)
+    text = [{"text": message.content}] if message.content or bare else []
     uses = [wire_tool_use(c) for c in message.tool_calls] if message.role == "assistant" else []
-    return {"role": message.role, "content": [*text, *uses]}
+    images = [image_block(p) for p in message.pictures] if message.role == "user" else []
+    return {"role": message.role, "content": [*text, *images, *uses]}
+
+
+def image_block(picture: Picture) -> dict[str, Any]:
+    """In raw JSON the bytes are base64 (an AWS SDK would take them raw)."""
+    data = base64.b64encode(picture.data).decode("ascii")
+    return {"image": {"format": picture.format, "source": {"bytes": data}}}
 
 
 def wire_tool_use(call: ToolCall) -> dict[str, Any]:

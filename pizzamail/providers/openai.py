@@ -8,6 +8,7 @@ arguments arrive as a JSON *string* that may be invalid; such a call is passed o
 
 from __future__ import annotations
 
+import base64
 import json
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -21,9 +22,10 @@ from pizzamail.providers.http import (
     complete_fitting,
     malformed,
 )
-from pizzamail.providers.types import Message, Response, ToolCall, ToolSpec, Usage
+from pizzamail.providers.types import Message, Picture, Response, ToolCall, ToolSpec, Usage
 
-__all__ = ["MAX_WAIT", "OpenAIProvider", "Sleep", "backoff", "parse_response", "request_body", "wire_message"]
+__all__ = ["MAX_WAIT", "OpenAIProvider", "Sleep", "backoff", "parse_response", "request_body", "wire_message",
+           "wire_messages"]
 
 
 @dataclass(kw_only=True)
@@ -43,7 +45,7 @@ class OpenAIProvider(HttpProvider):
             data = await self.endpoint().post("chat/completions", request_body(self.model, fitting, tools))
             return parse_response(data, fallback_model=self.model)
 
-        return await complete_fitting(messages, send)
+        return await complete_fitting(self.shown(messages), send)
 
 
 def _malformed(why: str) -> ProviderError:
@@ -54,14 +56,42 @@ def _malformed(why: str) -> ProviderError:
 
 
 def request_body(model: str, messages: list[Message], tools: list[ToolSpec]) -> dict[str, Any]:
-    body: dict[str, Any] = {"model": model, "messages": [wire_message(m) for m in messages]}
+    body: dict[str, Any] = {"model": model, "messages": wire_messages(messages)}
     if tools:  # some compatible servers reject an empty list
         body["tools"] = [wire_tool(t) for t in tools]
         body["tool_choice"] = "auto"
     return body
 
 
+def wire_messages(messages: list[Message]) -> list[dict[str, Any]]:
+    """Messages in Chat Completions' shape. A tool message takes text only, so the pictures of a
+    turn's tool results follow its last result as one user message."""
+    out: list[dict[str, Any]] = []
+    pending: list[Picture] = []
+    for message in messages:
+        if pending and message.role != "tool":
+            out.append(pictures_message(pending))
+            pending = []
+        out.append(wire_message(message))
+        if message.role == "tool":
+            pending += message.pictures
+    if pending:
+        out.append(pictures_message(pending))
+    return out
+
+
+def pictures_message(pictures: list[Picture]) -> dict[str, Any]:
+    text = {"type": "text", "text": "[pizzamail] The images the tool calls above returned:"}
+    return {"role": "user", "content": [text, *(image_part(p) for p in pictures)]}
+
+
+def image_part(picture: Picture) -> dict[str, Any]:
+    data = base64.b64encode(picture.data).decode("ascii")
+    return {"type": "image_url", "image_url": {"url": f"data:{picture.media_type};base64,{data}"}}
+
+
 def wire_message(message: Message) -> dict[str, Any]:
+    """One message; a tool result's pictures are left to :func:`wire_messages`."""
     if message.role == "tool":
         # Chat Completions has no error flag on tool results: say it in the text
         content = f"ERROR: {message.content}" if message.is_error else message.content
@@ -69,6 +99,9 @@ def wire_message(message: Message) -> dict[str, Any]:
     if message.role == "assistant" and message.tool_calls:
         return {"role": "assistant", "content": message.content or None,
                 "tool_calls": [wire_tool_call(c) for c in message.tool_calls]}
+    if message.pictures:
+        text = [{"type": "text", "text": message.content}] if message.content else []
+        return {"role": message.role, "content": [*text, *(image_part(p) for p in message.pictures)]}
     return {"role": message.role, "content": message.content}
 
 

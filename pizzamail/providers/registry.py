@@ -52,7 +52,7 @@ def _openai(args: ProviderArgs) -> Provider:
     return OpenAIProvider(
         name=args.name, base_url=args.settings.base_url, model=args.model, api_key=args.api_key,
         timeout=args.settings.timeout, max_retries=args.settings.max_retries, sleep=args.sleep,
-        key_entry=args.settings.key or args.name,
+        key_entry=args.settings.key or args.name, vision=args.settings.vision,
     )
 
 
@@ -61,6 +61,7 @@ def _anthropic(args: ProviderArgs) -> Provider:
         name=args.name, base_url=args.settings.base_url, model=args.model, api_key=args.api_key,
         timeout=args.settings.timeout, max_retries=args.settings.max_retries,
         max_tokens=args.settings.max_tokens, sleep=args.sleep, key_entry=args.settings.key or args.name,
+        vision=args.settings.vision,
     )
 
 
@@ -71,6 +72,7 @@ def _bedrock(args: ProviderArgs) -> Provider:
         name=args.name, base_url=args.settings.base_url or bedrock.base_url_for(region), model=args.model,
         headers=headers, auth=auth, timeout=args.settings.timeout, max_retries=args.settings.max_retries,
         max_tokens=args.settings.max_tokens, sleep=args.sleep, key_entry=args.settings.key or args.name,
+        vision=args.settings.vision,
     )
 
 

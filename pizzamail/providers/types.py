@@ -39,14 +39,32 @@ class ToolCall:
 
 
 @dataclass(frozen=True, kw_only=True)
+class Picture:
+    """An image shown to the model, already fitted (:func:`pizzamail.media.fit_image`): PNG or JPEG
+    bytes within every provider's bounds. ``about`` says what it is in words (name, type, size), for
+    a model that cannot see it and for the notes that replace images over the request's limit."""
+
+    media_type: str
+    data: bytes
+    about: str
+
+    @property
+    def format(self) -> str:
+        """``png`` or ``jpeg``: the subtype, as Bedrock names formats."""
+        return self.media_type.partition("/")[2]
+
+
+@dataclass(frozen=True, kw_only=True)
 class Message:
-    """One conversation message. ``tool_call_id`` and ``is_error`` are for role ``tool`` only."""
+    """One conversation message. ``tool_call_id`` and ``is_error`` are for role ``tool`` only;
+    ``pictures`` go with the text of a user message or a tool result."""
 
     role: Role
     content: str = ""
     tool_calls: list[ToolCall] = field(default_factory=list)
     tool_call_id: str | None = None
     is_error: bool = False
+    pictures: tuple[Picture, ...] = ()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -111,6 +129,8 @@ class Provider(Protocol):
 
     #: whether ``tools`` are passed to the model; when False the runner offers none
     supports_tools: bool
+    #: whether the model takes images; when False each one reaches it as a line of text
+    vision: bool
 
     async def complete(self, messages: list[Message], tools: list[ToolSpec]) -> Response: ...
 

@@ -1,13 +1,21 @@
-"""What the model sees before a run's own steps: the system prompt and the thread so far."""
+"""What the model sees before a run's own steps: the system prompt and the thread so far.
+
+The images attached to the user's mails go with their turns as pictures (fitted in a worker thread
+each time a run starts: the thread's mails are the record, nothing about them is checkpointed).
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import asyncio
+from dataclasses import dataclass, replace
 
 from pizzamail.composer import MailContext
 from pizzamail.config import Agent
-from pizzamail.providers.types import Message
+from pizzamail.mail.parse import parse_mail
+from pizzamail.providers.pictures import MAX_PICTURES, is_image, picture
+from pizzamail.providers.types import Message, Picture
 from pizzamail.store import Store
+from pizzamail.store.blobs import BlobStore
 from pizzamail.store.runs import Run
 from pizzamail.store.threads import Message as StoredMessage
 from pizzamail.store.threads import get_message, thread_messages, thread_subject
@@ -55,17 +63,34 @@ def _answers_earlier_run(message: StoredMessage, run: Run) -> bool:
     return message.direction == "out" and message.run_id is not None and message.run_id < run.id
 
 
-def history(ctx: RunContext, *, limit: int) -> list[Message]:
-    """The thread in order: the user's mails as user turns, the bot's replies as assistant turns."""
+async def history(ctx: RunContext, *, limit: int, blobs: BlobStore) -> list[Message]:
+    """The thread in order: the user's mails as user turns (with their images), the bot's replies
+    as assistant turns."""
     shown = [m for m in ctx.earlier
              if (m.direction == "in" and m.kind not in _CONTROL) or m.kind in _SPOKEN_BY_MODEL][-limit:]
-    turns = [_turn(m) for m in shown]
     if ctx.trigger is not None:
-        turns.append(_turn(ctx.trigger))
-    return turns
+        shown.append(ctx.trigger)
+    return [await _turn(m, blobs) for m in shown]
 
 
-def _turn(message: StoredMessage) -> Message:
-    if message.direction == "in":
-        return Message(role="user", content=message.body)
-    return Message(role="assistant", content=message.body)
+async def _turn(message: StoredMessage, blobs: BlobStore) -> Message:
+    if message.direction != "in":
+        return Message(role="assistant", content=message.body)
+    turn = Message(role="user", content=message.body)
+    found = await asyncio.to_thread(_pictures, await blobs.load(message.blob))
+    if not found:
+        return turn
+    notes = [p for p in found if isinstance(p, str)]
+    return replace(turn, content="\n".join([turn.content, *notes]),
+                   pictures=tuple(p for p in found if isinstance(p, Picture)))
+
+
+def _pictures(raw: bytes) -> list[Picture | str]:
+    """The mail's images, fitted, or for each one that cannot be read the line saying so."""
+    files = [f for f in parse_mail(raw).files
+             if is_image(f.filename or "", f.content_type)]
+    found = [picture(f.data, name=f.filename or "image", media_type=f.content_type)
+             for f in files[:MAX_PICTURES]]
+    if len(files) > MAX_PICTURES:
+        found.append(f"[{len(files) - MAX_PICTURES} more images are attached; only {MAX_PICTURES} are shown]")
+    return found

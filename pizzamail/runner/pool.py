@@ -53,7 +53,8 @@ from pizzamail.store.runs import (
 )
 from pizzamail.store.threads import NewMessage
 from pizzamail.tools import RunScope, Toolbox, ToolRegistry
-from pizzamail.transcript import AgentStep, DelegateStep, HeldStep, Transcript, step_from_row
+from pizzamail.tools.outputs import load_steps
+from pizzamail.transcript import AgentStep, DelegateStep, HeldStep, Transcript
 
 log = logging.getLogger("pizzamail.runner")
 
@@ -418,12 +419,13 @@ class Runner:
                                            skills=toolbox.skills, unavailable=toolbox.unavailable,
                                            memory=await relevant_notes(self.store, task))
         base = [Message(role="system", content=system),
-                *history(ctx, limit=agent.history_messages)]
+                *await history(ctx, limit=agent.history_messages, blobs=self.blobs)]
         rows = await steps_of(self.store, run.id)
         if rows:
             log.info("run %d: replaying %d checkpointed step(s)", run.id, len(rows))
         next_seq = rows[-1].seq + 1 if rows else 0
-        return Transcript(base=base, steps=[step_from_row(r) for r in rows], next_seq=next_seq)
+        steps = await load_steps(rows, workspace_for(self._workspaces(), run.id))
+        return Transcript(base=base, steps=steps, next_seq=next_seq)
 
     async def _checkpoint(self, run: Run, seq: int, step: AgentStep, toolbox: Toolbox) -> None:
         async with self.store.write() as db:

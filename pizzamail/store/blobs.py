@@ -14,6 +14,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 
+def digest_of(data: bytes) -> str:
+    """The name ``data`` has in the blob store (a row may name it once :meth:`BlobStore.save` did)."""
+    return hashlib.sha256(data).hexdigest()
+
+
 @dataclass(frozen=True, kw_only=True)
 class Blob:
     """Bytes in the blob store, written and fsynced: a row may name them now."""
@@ -30,7 +35,7 @@ class BlobStore:
         return self.root / digest[:2] / digest
 
     def put(self, data: bytes) -> str:
-        digest = hashlib.sha256(data).hexdigest()
+        digest = digest_of(data)
         target = self.path(digest)
         if target.exists():
             return digest

@@ -24,6 +24,7 @@ from pizzamail.composer import MailContext
 from pizzamail.config import Agent
 from pizzamail.providers.types import ToolSpec
 from pizzamail.tools.names import belongs_to
+from pizzamail.tools.outputs import keep
 from pizzamail.tools.policy import Policy, effective, match_rule, overlay, strictest_rule
 from pizzamail.transcript import ToolResult as ToolResult  # a tool's result is a transcript step's
 
@@ -148,6 +149,8 @@ class Toolbox:
     skills: list[SkillEntry] = field(default_factory=list)
     unavailable: list[Unavailable] = field(default_factory=list)
     max_result_chars: int = 20000
+    workspace: Path | None = None
+    """where a result's files and pictures are kept (:mod:`pizzamail.tools.outputs`)"""
 
     def specs(self) -> list[ToolSpec]:
         """Denied tools are not offered: a model should not plan around a tool it may not use."""
@@ -161,10 +164,11 @@ class Toolbox:
         if offered is None:
             return self.missing(name)
         result = await offered.tool.call(arguments)
+        if self.workspace is not None:
+            await keep(result, self.workspace)
         if len(result.text) > self.max_result_chars:
             cut = result.text[: self.max_result_chars]
-            return ToolResult(text=f"{cut}\n[… cut: the result had {len(result.text)} characters]",
-                              is_error=result.is_error)
+            return replace(result, text=f"{cut}\n[… cut: the result had {len(result.text)} characters]")
         return result
 
     def missing(self, name: str) -> ToolResult:
@@ -199,7 +203,7 @@ class ToolRegistry:
 
     def bind(self, scope: RunScope, *, extra: Sequence[Offer] = ()) -> Toolbox:
         """The run's tools; ``extra``: offers of the run's own (``delegate``), after every source."""
-        box = Toolbox(max_result_chars=self.max_result_chars)
+        box = Toolbox(max_result_chars=self.max_result_chars, workspace=scope.workspace)
         offers = [Offer(tools=list(self._tools.values())), *(s.offer(scope) for s in self._sources), *extra]
         for offer in offers:
             for offered in offer.tools:

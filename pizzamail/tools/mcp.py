@@ -10,7 +10,6 @@ that dies during a call (the call's effect is then unknown, and the result says 
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack, suppress
@@ -23,7 +22,7 @@ from mcp import Client, MCPError, StdioServerParameters, stdio_client
 from mcp.client._transport import Transport
 from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
-from mcp.types import CONNECTION_CLOSED, REQUEST_TIMEOUT, CallToolResult, Implementation, TextContent
+from mcp.types import CONNECTION_CLOSED, REQUEST_TIMEOUT, Implementation
 from mcp.types import Tool as McpToolDefinition
 
 from pizzamail import __version__
@@ -33,6 +32,7 @@ from pizzamail.providers.types import ToolSpec
 from pizzamail.secrets import SecretStore
 from pizzamail.tools import Offer, Offered, RunScope, ToolResult, Unavailable
 from pizzamail.tools.expand import expand_all
+from pizzamail.tools.mcp_results import tool_result
 from pizzamail.tools.names import exposed_name
 from pizzamail.tools.oauth import (
     Callback,
@@ -75,18 +75,6 @@ async def list_all_tools(client: Client) -> list[McpToolDefinition]:
             return tools
     log.warning("a server listed more than %d pages of tools; the rest are ignored", MAX_PAGES)
     return tools
-
-
-def result_text(result: CallToolResult) -> str:
-    parts: list[str] = []
-    for block in result.content:
-        if isinstance(block, TextContent):
-            parts.append(block.text)
-        else:  # images, audio, resources: the model is told what came, not handed bytes
-            parts.append(f"[{block.type} content not shown]")
-    if not parts and result.structured_content is not None:
-        parts.append(json.dumps(result.structured_content, ensure_ascii=False))
-    return "\n".join(parts) if parts else "(the tool returned nothing)"
 
 
 @dataclass(kw_only=True)
@@ -240,7 +228,7 @@ class McpConnection:
             why = describe(exc)
             log.warning("MCP server %s: call to %s failed: %s", self.name, tool, why)
             return ToolResult(is_error=True, text=f"calling {tool!r} on server {self.name!r} failed: {why}")
-        return ToolResult(text=result_text(result), is_error=result.is_error)
+        return await tool_result(result)
 
     def _call_failed(self, tool: str, exc: MCPError) -> ToolResult:
         if exc.code == REQUEST_TIMEOUT:

@@ -15,6 +15,7 @@ from pizzamail.providers import Message, provider_for
 from pizzamail.providers.openai import MAX_WAIT, OpenAIProvider, backoff, parse_arguments, wire_message
 from pizzamail.runner.history import RunContext, history
 from pizzamail.secrets import SecretStore, secret_store
+from pizzamail.store.blobs import BlobStore
 from pizzamail.store.runs import Run, Step
 from pizzamail.store.threads import Message as StoredMessage
 from pizzamail.transcript import step_from_row
@@ -128,17 +129,19 @@ def test_a_missing_key_explains_every_way_to_fix_it(tmp_path: Path) -> None:
         assert needed in hint
 
 
-def _stored(row: int, direction: str, kind: str, body: str) -> StoredMessage:
+def _stored(row: int, direction: str, kind: str, body: str, blob: str = "b") -> StoredMessage:
     return StoredMessage(id=row, thread_id=1, message_id=f"m{row}@x", in_reply_to=None, refs=[],
-                         direction=direction, kind=kind, sender="s", subject="s", body=body, blob="b",
+                         direction=direction, kind=kind, sender="s", subject="s", body=body, blob=blob,
                          size=1, folder="INBOX", flags="", run_id=None, created_at="t")
 
 
-def test_history_is_bounded_and_leaves_out_our_own_notices() -> None:
-    earlier = [_stored(1, "in", "task", "q1"), _stored(2, "out", "reply", "a1"),
-               _stored(3, "in", "task", "q2"), _stored(4, "out", "error", "it broke")]
-    ctx = RunContext(subject="s", trigger=_stored(5, "in", "task", "q3"), earlier=earlier)
-    assert [(m.role, m.content) for m in history(ctx, limit=2)] == [
+async def test_history_is_bounded_and_leaves_out_our_own_notices(tmp_path: Path) -> None:
+    blobs = BlobStore(root=tmp_path)
+    plain = blobs.put(b"Subject: s\r\n\r\nq\r\n")
+    earlier = [_stored(1, "in", "task", "q1", plain), _stored(2, "out", "reply", "a1"),
+               _stored(3, "in", "task", "q2", plain), _stored(4, "out", "error", "it broke")]
+    ctx = RunContext(subject="s", trigger=_stored(5, "in", "task", "q3", plain), earlier=earlier)
+    assert [(m.role, m.content) for m in await history(ctx, limit=2, blobs=blobs)] == [
         ("assistant", "a1"), ("user", "q2"), ("user", "q3")]
     run = Run(id=7, thread_id=1, message_id=5, status="running", attempts=1, model=None, error=None,
               created_at="t", started_at=None, finished_at=None)
