@@ -1,7 +1,9 @@
 """What the model sees before a run's own steps: the system prompt and the thread so far.
 
-The images attached to the user's mails go with their turns as pictures (fitted in a worker thread
-each time a run starts: the thread's mails are the record, nothing about them is checkpointed).
+The files attached to the user's mails go with their turns: images as pictures, documents (PDF,
+DOCX, XLSX, CSV, HTML, text) as the start of their text, bounded, with a note on how
+``read_attachment`` reads the rest. Both are made in a worker thread each time a run starts: the
+thread's mails are the record, nothing about them is checkpointed.
 """
 
 from __future__ import annotations
@@ -19,6 +21,13 @@ from pizzamail.store.blobs import BlobStore
 from pizzamail.store.runs import Run
 from pizzamail.store.threads import Message as StoredMessage
 from pizzamail.store.threads import get_message, thread_messages, thread_subject
+from pizzamail.tools.attachments import attachment_text, attachments_of
+from pizzamail.tools.documents import Part
+
+#: characters of one attached document put into its mail's turn (the rest: read_attachment)
+FILE_CHARS = 8000
+#: characters of all the documents of one mail put into its turn
+DOCUMENT_CHARS = 16000
 
 #: bot mails that are the model's own words; errors and notices are ours, not the model's
 _SPOKEN_BY_MODEL = frozenset({"reply"})
@@ -77,20 +86,36 @@ async def _turn(message: StoredMessage, blobs: BlobStore) -> Message:
     if message.direction != "in":
         return Message(role="assistant", content=message.body)
     turn = Message(role="user", content=message.body)
-    found = await asyncio.to_thread(_pictures, await blobs.load(message.blob))
+    found = await asyncio.to_thread(_attached, await blobs.load(message.blob), message.subject)
     if not found:
         return turn
     notes = [p for p in found if isinstance(p, str)]
-    return replace(turn, content="\n".join([turn.content, *notes]),
+    return replace(turn, content="\n\n".join([turn.content, *notes]),
                    pictures=tuple(p for p in found if isinstance(p, Picture)))
 
 
-def _pictures(raw: bytes) -> list[Picture | str]:
-    """The mail's images, fitted, or for each one that cannot be read the line saying so."""
-    files = [f for f in parse_mail(raw).files
-             if is_image(f.filename or "", f.content_type)]
-    found = [picture(f.data, name=f.filename or "image", media_type=f.content_type)
-             for f in files[:MAX_PICTURES]]
-    if len(files) > MAX_PICTURES:
-        found.append(f"[{len(files) - MAX_PICTURES} more images are attached; only {MAX_PICTURES} are shown]")
+def _attached(raw: bytes, subject: str) -> list[Picture | str]:
+    """The mail's images, fitted (or the line saying why one cannot be shown), and the text of its
+    other files, each bounded and all together too."""
+    parsed = parse_mail(raw)
+    images = [f for f in parsed.files if is_image(f.filename or "", f.content_type)]
+    found: list[Picture | str] = [picture(f.data, name=f.filename or "image", media_type=f.content_type)
+                                  for f in images[:MAX_PICTURES]]
+    if len(images) > MAX_PICTURES:
+        found.append(f"[{len(images) - MAX_PICTURES} more images are attached; only {MAX_PICTURES}"
+                     " are shown]")
+    left = DOCUMENT_CHARS
+    for attachment in attachments_of(parsed, subject=subject, start=1):
+        if is_image(attachment.filename, attachment.content_type):
+            continue
+        label = f"{attachment.filename} ({attachment.content_type}, {len(attachment.data)} bytes)"
+        if not attachment.readable:
+            found.append(f"[attached: {label}]")
+            continue
+        if left <= 0:
+            found.append(f"[attached: {label}; not shown here: read it with read_attachment]")
+            continue
+        reading = attachment_text(attachment, Part(), limit=min(FILE_CHARS, left))
+        left -= len(reading.text)
+        found.append(f"[attached: {attachment.filename}]\n{reading.text}")
     return found

@@ -27,6 +27,12 @@ class Attachment:
         t = self.content_type
         return t.startswith("text/") or t in _TEXTUAL or t.endswith(("+json", "+xml"))
 
+    @property
+    def readable(self) -> bool:
+        """Whether :func:`attachment_text` gives its content (a document, text, an attached mail)."""
+        return (document_kind(self.filename, self.content_type, self.data) is not None or self.is_text
+                or (self.content_type == "message/rfc822" and bool(self.data)))
+
     def line(self) -> str:
         return (f"{self.index}. {self.filename} ({self.content_type}, {len(self.data)} bytes)"
                 f" from the mail {self.message_subject!r}")
