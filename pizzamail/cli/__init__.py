@@ -25,14 +25,18 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "agents": ("agents", "The agents to write to: the main one ([agent]) and each [agents.NAME]."),
     "approvals": ("approvals", "List the actions waiting for your decision."),
     "approve": ("approvals", "Approve a held action: it runs once and the agent continues."),
+    "backup": ("backup", "Write the whole home (mail, threads, config, skills) to FILE (.tar.gz), even "
+               "while serving."),
     "deny": ("approvals", "Deny a held action; the optional REASON goes to the agent."),
     "doctor": ("doctor", "Check the home folder, config, secrets, model key, MCP servers, skills and "
                "running server."),
+    "export": ("backup", "Write the mails of THREAD to an mbox FILE (default: thread-THREAD.mbox)."),
     "init": ("serve", "Create the home folder, config.toml and the mail password."),
     "keys": ("account", "API keys for model providers, kept in the OS keyring."),
     "mcp": ("mcp", "MCP servers: the tools the agent can use beyond the built-ins."),
     "models": ("models", "Model providers, the one `[agent] model` selects (*), and where each key is "
                "found."),
+    "restore": ("backup", "Unpack a backup FILE into an empty home (--home or PIZZAMAIL_HOME)."),
     "rules": ("approvals", 'Standing rules made by "approve always" (list; `rules rm ID` revokes one).'),
     "schedule": ("triggers", "Recurring tasks: a prompt started at set times, each schedule in one thread."),
     "serve": ("serve", "Run the SMTP and IMAP servers and the agent runner until Ctrl-C."),
