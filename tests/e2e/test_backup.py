@@ -79,7 +79,8 @@ def copied_in(served: Served, n: int) -> EmailMessage:
 async def wait_for_inbox(client: aioimaplib.IMAP4, count: int) -> None:
     selected = await client.select("INBOX")
     lines = map(bytes.decode, selected.lines[:-1])
-    [exists] = [int(line.split()[0]) for line in lines if line.endswith("EXISTS")]
+    # the last EXISTS is SELECT's own (earlier ones are updates the session had not been told yet)
+    exists = [int(line.split()[0]) for line in lines if line.endswith("EXISTS")][-1]
     if exists < count:
         await idle_until_exists(client, count)
 
@@ -146,7 +147,7 @@ async def test_a_backup_under_load_restores_to_the_mailbox_an_imap_client_saw(
 
     earlier = restored(served, busy, tmp_path / "busy-home").start()
     try:
-        view = mailbox_view(earlier)
+        view, earlier_threads = mailbox_view(earlier), threads(earlier)
     finally:
         earlier.stop()
     # the live home as it was at one moment: each folder's mails up to a UID, nothing else
@@ -155,3 +156,6 @@ async def test_a_backup_under_load_restores_to_the_mailbox_an_imap_client_saw(
         assert folder.uidvalidity == live[name].uidvalidity
         assert folder.mails == {uid: m for uid, m in live[name].mails.items() if uid < folder.uidnext}
     assert len(view["INBOX"].mails) < len(live["INBOX"].mails)  # mail came in after the copy
+    by_id = {t["id"]: t for t in live_threads}
+    assert all(t == by_id[t["id"]] for t in earlier_threads)  # each thread the copy holds, as it was
+    assert len(earlier_threads) < len(live_threads)
