@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import mailbox
 import tarfile
@@ -87,3 +88,28 @@ def test_export_writes_the_thread_as_an_mbox_that_reads_back(tmp_path: Path, mon
     with pytest.raises(BackupError, match="no thread 9"):
         run(home, "export", "9", str(tmp_path / "x.mbox"))
     assert not (tmp_path / "x.mbox").exists()
+
+
+def test_a_home_whose_config_does_not_load_is_still_backed_up(tmp_path: Path) -> None:
+    home = tmp_path / "h"
+    run(home, "task", "Water the plants")
+    (home / "config.toml").write_text("[agent\nmodel = ")  # the backup is what saves the user here
+
+    result = run(home, "backup", str(tmp_path / "b.tar.gz"))
+
+    assert result.exit_code == 0 and "account-password" in result.output
+    with tarfile.open(tmp_path / "b.tar.gz") as tar:
+        assert tar.extractfile("config.toml").read() == b"[agent\nmodel = "  # type: ignore[union-attr]
+
+
+def test_restore_refuses_a_backup_in_a_later_format(tmp_path: Path) -> None:
+    manifest = json.dumps({"version": "9.0", "home": "/x", "created": "2030-01-01T00:00:00Z", "format": 99,
+                           "secrets": [], "something_new": True}).encode()
+    with tarfile.open(tmp_path / "later.tar.gz", "w:gz") as tar:
+        info = tarfile.TarInfo("manifest.json")
+        info.size = len(manifest)
+        tar.addfile(info, io.BytesIO(manifest))
+    with pytest.raises(BackupError, match="newer format") as refused:
+        run(tmp_path / "new", "restore", str(tmp_path / "later.tar.gz"))
+    assert "update pizzamail" in refused.value.cli_message()
+    assert not (tmp_path / "new").exists()

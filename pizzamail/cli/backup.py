@@ -12,7 +12,7 @@ import click
 
 from pizzamail import __version__
 from pizzamail.cli.app import App
-from pizzamail.errors import BackupError
+from pizzamail.errors import BackupError, ConfigError
 from pizzamail.store import Store
 from pizzamail.store import backup as archive
 from pizzamail.store.blobs import BlobStore
@@ -50,19 +50,30 @@ def restore(app: App, file: Path) -> None:
 
 def secrets_used(app: App) -> list[archive.Secret]:
     """Every secret the config can use, and any other stored (a key set by hand), by name."""
-    config, store = app.config, app.secrets
+    store = app.secrets
     wanted = {"account-password": "pizzamail account password (a new one is made on first start)"}
-    wanted |= {f"sender:{n}": f"pizzamail account password --sender {n}" for n in config.senders}
+    wanted |= _configured(app)
+    for name in store.names():
+        if not name.startswith("__"):
+            wanted.setdefault(name, f"pizzamail keys set {name}")
+    return [archive.Secret(name=n, stored=bool(store.get(n)), command=c) for n, c in sorted(wanted.items())]
+
+
+def _configured(app: App) -> dict[str, str]:
+    """The secrets config.toml names, each with the command that sets it. A config that does not
+    load names none: a backup is still worth taking then."""
+    try:
+        config = app.config
+    except ConfigError:
+        return {}
+    wanted = {f"sender:{n}": f"pizzamail account password --sender {n}" for n in config.senders}
     wanted |= {f"hook:{n}": f"pizzamail keys set hook:{n}" for n in config.hooks}
     wanted |= {f"watch:{n}": f"pizzamail keys set watch:{n}" for n in config.watches}
     for name in {a.model.partition(":")[0] for a in config.all_agents()} | set(config.providers):
         settings = config.provider(name)
         if settings is not None and settings.kind != "local":
             wanted.setdefault(settings.key or name, f"pizzamail keys set {settings.key or name}")
-    for name in store.names():
-        if not name.startswith("__"):
-            wanted.setdefault(name, f"pizzamail keys set {name}")
-    return [archive.Secret(name=n, stored=bool(store.get(n)), command=c) for n, c in sorted(wanted.items())]
+    return wanted
 
 
 @click.command()
@@ -79,7 +90,6 @@ def export(app: App, thread: int, file: Path | None) -> None:
         raise BackupError(f"no thread {thread}", hint="`pizzamail threads` lists them")
     box = mailbox.mbox(target, create=True)
     try:
-        box.lock()
         for message, data in messages:
             mail = mailbox.mboxMessage(data)
             mail.set_from(message.sender or "MAILER-DAEMON", _time(message.created_at))

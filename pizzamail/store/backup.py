@@ -71,9 +71,12 @@ class Manifest:
 
     @classmethod
     def from_bytes(cls, data: bytes) -> Manifest:
+        """Read as this pizzamail wrote it: fields a later format adds are for that pizzamail."""
         raw = json.loads(data)
-        raw["secrets"] = [Secret(**s) for s in raw.get("secrets", [])]
-        return cls(**raw)
+        return cls(version=str(raw["version"]), home=str(raw["home"]), created=str(raw["created"]),
+                   format=int(raw["format"]),
+                   secrets=[Secret(name=s["name"], stored=bool(s["stored"]), command=s["command"])
+                            for s in raw.get("secrets", [])])
 
 
 def backup(home: Home, target: Path, manifest: Manifest) -> None:
