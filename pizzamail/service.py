@@ -141,11 +141,12 @@ class Service:
         blobs = BlobStore(root=self.home.blobs)
         mailbox = await Mailbox(root=self.home.maildir, store=store).open()
         filer = Filer(mailbox=mailbox, blobs=blobs)
-        if self.demo_data:  # filed below with what the last run left unfiled
-            log.info("demo data: %d thread(s) added", await add_demo_data(store, blobs, self.config))
         filed = await filer.run()
         if filed:
-            log.info("filed %d message(s) left unfiled", filed)
+            log.info("filed %d message(s) left unfiled by the last run", filed)
+        if self.demo_data:
+            log.info("demo data: %d thread(s) added", await add_demo_data(store, blobs, self.config))
+            await filer.run()
         composer = Composer(config=self.config)
         hub = McpHub(settings=self.config.mcp, secrets=self.secrets, log_dir=self.home.logs,
                      cwd=self.home.root, rules=self.config.tools.policy)
