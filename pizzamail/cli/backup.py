@@ -30,7 +30,7 @@ def backup(app: App, file: Path) -> None:
     if manifest.secrets:
         click.echo("Secrets are not in the backup; after a restore, set them again:")
         for secret in manifest.secrets:
-            click.echo(f"  {secret.name:<24} `{secret.command}`")
+            click.echo(f"  {secret.name:<24} `{secret.command}`{'' if secret.stored else ' (not set here)'}")
 
 
 @click.command()
