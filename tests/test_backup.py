@@ -53,6 +53,7 @@ def test_restore_fills_an_empty_home_and_refuses_one_in_use(tmp_path: Path) -> N
     restored = run(copy, "restore", str(tmp_path / "b.tar.gz"))
     assert restored.exit_code == 0, restored.output
     assert f"--home {copy} serve" in restored.output
+    assert "`pizzamail account password` shows it" in restored.output
     rows = json.loads(run(copy, "threads", "--json").output)
     assert [(r["id"], r["subject"]) for r in rows] == [(1, "Water the plants")]
     assert (copy / "config.toml").read_text() == (home / "config.toml").read_text()

@@ -13,6 +13,7 @@ import click
 from pizzamail import __version__
 from pizzamail.cli.app import App
 from pizzamail.errors import BackupError, ConfigError
+from pizzamail.secrets import ACCOUNT_PASSWORD
 from pizzamail.store import Store
 from pizzamail.store import backup as archive
 from pizzamail.store.blobs import BlobStore
@@ -40,18 +41,20 @@ def restore(app: App, file: Path) -> None:
     """Unpack a backup FILE into an empty home (--home or PIZZAMAIL_HOME)."""
     manifest = archive.restore(file, app.home)
     click.echo(f"restored {app.home.root} from {file} (taken {manifest.created} of {manifest.home})")
-    used = [s for s in manifest.secrets if s.stored]
+    used = [s for s in manifest.secrets if s.stored and s.name != ACCOUNT_PASSWORD]
     if used:
         click.echo("Backups hold no secrets; set these again before serving:")
         for secret in used:
             click.echo(f"  {secret.name:<24} `{secret.command}`")
+    click.echo("The mail password is new once it serves: `pizzamail account password` shows it for your"
+               " mail clients.")
     click.echo(f"Then start it: `pizzamail --home {app.home.root} serve`")
 
 
 def secrets_used(app: App) -> list[archive.Secret]:
     """Every secret the config can use, and any other stored (a key set by hand), by name."""
     store = app.secrets
-    wanted = {"account-password": "pizzamail account password (a new one is made on first start)"}
+    wanted = {ACCOUNT_PASSWORD: "pizzamail account password"}  # made anew by the first start
     wanted |= _configured(app)
     for name in store.names():
         if not name.startswith("__"):
