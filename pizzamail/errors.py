@@ -12,6 +12,8 @@
     ├── Unavailable           a failure that may pass (database busy, disk full): try again later
     ├── HomeInUse             ``serve`` on a home another ``serve`` holds (names its pid)
     ├── HomeUnusable          a home folder that cannot be made, read or written
+    ├── BackupError           a backup or restore that cannot be made as asked (not a pizzamail
+    │                         backup, a home that is not empty); names what to do instead
     ├── PortUnavailable       a ``[server]`` port that cannot be listened on (names the key and port)
     ├── FolderError           a folder that cannot be made or renamed as asked (a name the file
     │                         system cannot hold, or one already taken); carries its IMAP code
@@ -254,6 +256,10 @@ class HomeUnusable(PizzamailError):
         super().__init__(f"cannot use {path} for pizzamail's home: {why}; fix that, or pass another"
                          " --home")
         self.path = path
+
+
+class BackupError(PizzamailError):
+    """``backup``, ``restore`` or ``export`` cannot do what was asked; the hint names what to do."""
 
 
 class PortUnavailable(PizzamailError):

@@ -1,7 +1,7 @@
 """Files shipped with pizzamail: inside the wheel, or at the repository root when run from source.
 
-The wheel carries ``templates/`` and ``maildir/`` as ``pizzamail/templates`` and
-``pizzamail/demo_maildir`` (pyproject's force-include); a source checkout has them beside the package.
+The wheel carries ``templates/`` as ``pizzamail/templates`` (pyproject's force-include); a source
+checkout has it beside the package.
 """
 
 from __future__ import annotations
@@ -20,7 +20,3 @@ def shipped(in_wheel: str, in_repo: str) -> Path:
 
 def templates_dir() -> Path:
     return shipped("templates", "templates")
-
-
-def demo_maildir() -> Path:
-    return shipped("demo_maildir", "maildir")

@@ -29,13 +29,13 @@ from pizzamail.approvals.service import Approvals, Sweep
 from pizzamail.auth import Accounts, accounts_for, password_command, without_password
 from pizzamail.composer import Composer
 from pizzamail.config import Config
+from pizzamail.demo import add_demo_data
 from pizzamail.errors import ConfigError, PortUnavailable, database_refusal
 from pizzamail.guard import Gate
 from pizzamail.home import Home, usable, write_private
 from pizzamail.imap import start_imap_server
 from pizzamail.intake.smtp import IntakeHandler, start_smtp_server
 from pizzamail.mailbox import Mailbox
-from pizzamail.mailbox.demo import seed_demo_data
 from pizzamail.mailbox.filing import Filer
 from pizzamail.onboard import Listeners
 from pizzamail.runner import Runner
@@ -146,7 +146,8 @@ class Service:
         if filed:
             log.info("filed %d message(s) left unfiled by the last run", filed)
         if self.demo_data:
-            log.info("demo data: %d sample message(s) added", await seed_demo_data(mailbox))
+            log.info("demo data: %d thread(s) added", await add_demo_data(store, blobs, self.config))
+            await filer.run()
         composer = Composer(config=self.config)
         hub = McpHub(settings=self.config.mcp, secrets=self.secrets, log_dir=self.home.logs,
                      cwd=self.home.root, rules=self.config.tools.policy)

@@ -35,6 +35,7 @@ LAYERS: list[set[str]] = [
     {"imap"},
     {"web"},
     {"skills"},
+    {"demo"},
     {"service"},
     {"cli"},
     {"__main__"},

@@ -12,7 +12,6 @@ import pytest
 
 from pizzamail.home import Home
 from pizzamail.mailbox import STANDARD_FOLDERS, Mailbox, maildir, message_base
-from pizzamail.mailbox.demo import seed_demo_data
 from pizzamail.mailbox.filing import created_stamp, file_pending
 from pizzamail.store import Store
 from pizzamail.store.blobs import BlobStore
@@ -127,18 +126,6 @@ async def test_a_cancelled_write_leaves_the_store_usable(mailbox: Mailbox) -> No
         await db.execute("INSERT INTO events(at, kind) VALUES ('now', 'y')")
     rows = await store.fetchall("SELECT kind FROM events")
     assert [r["kind"] for r in rows] == ["y"]
-
-
-async def test_demo_data_seeds_once(mailbox: Mailbox) -> None:
-    first = await seed_demo_data(mailbox)
-    assert first >= 5
-    assert await seed_demo_data(mailbox) == 0
-    inbox = await mailbox.folder("INBOX")
-    assert inbox is not None
-    rows = await mailbox.messages(inbox)
-    assert any("\\Seen" in r.flags for r in rows) and any("\\Seen" not in r.flags for r in rows)
-    files = [await mailbox.read(inbox, r) or b"\n" for r in rows]
-    assert all(b"\n" not in data.replace(b"\r\n", b"") for data in files)  # wire form
 
 
 async def test_read_header_stops_after_the_header_even_when_it_is_long(mailbox: Mailbox) -> None:

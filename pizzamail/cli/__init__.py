@@ -25,9 +25,12 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "agents": ("agents", "The agents to write to: the main one ([agent]) and each [agents.NAME]."),
     "approvals": ("approvals", "List the actions waiting for your decision."),
     "approve": ("approvals", "Approve a held action: it runs once and the agent continues."),
+    "backup": ("backup", "Write the whole home (mail, threads, config, skills) to FILE (.tar.gz), even "
+               "while serving."),
     "deny": ("approvals", "Deny a held action; the optional REASON goes to the agent."),
     "doctor": ("doctor", "Check the home folder, config, secrets, model key, MCP servers, skills and "
                "running server."),
+    "export": ("backup", "Write the mails of THREAD to an mbox FILE (default: thread-THREAD.mbox)."),
     "init": ("serve", "Create the home folder, config.toml and the mail password."),
     "keys": ("account", "API keys for model providers, kept in the OS keyring."),
     "logs": ("logs", "Show serve's log readably: time, level, part, message, and the run and thread it is "
@@ -37,6 +40,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "models": ("models", "Model providers, the one `[agent] model` selects (*), and where each key is "
                "found."),
     "onboard": ("onboard", "Set up a mail client: an Apple profile for Mail, Thunderbird, neomutt and aerc."),
+    "restore": ("backup", "Unpack a backup FILE into an empty home (--home or PIZZAMAIL_HOME)."),
     "rules": ("approvals", 'Standing rules made by "approve always" (list; `rules rm ID` revokes one).'),
     "schedule": ("triggers", "Recurring tasks: a prompt started at set times, each schedule in one thread."),
     "serve": ("serve", "Run the SMTP and IMAP servers and the agent runner until Ctrl-C."),

@@ -31,7 +31,7 @@ def init(app: App) -> None:
 
 
 @click.command()
-@click.option("--demo-data", is_flag=True, help="Fill INBOX with sample mail to look around.")
+@click.option("--demo-data", is_flag=True, help="Add a tour: two threads, one waiting for your approval.")
 @click.option("-v", "--verbose", is_flag=True, help="Log debug detail to the terminal too.")
 @click.pass_obj
 def serve(app: App, demo_data: bool, verbose: bool) -> None:

@@ -12,7 +12,7 @@ from pizzamail.imap import ImapServer
 from pizzamail.mailbox import Mailbox
 from pizzamail.mailbox.maildir import split_name
 
-SAMPLE = Path(__file__).resolve().parents[2] / "maildir"
+SAMPLE = Path(__file__).resolve().parent / "sample_maildir"
 ACCOUNTS = Accounts(user="me", password="pw", addresses=frozenset({"me@pizzamail.localhost"}))
 #: how long a read waits for the server: only a hung server should fail it, never a busy 2-core CI
 #: machine (a command's answer there can take seconds)
