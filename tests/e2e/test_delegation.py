@@ -4,9 +4,6 @@ parent's thread), and ``stop`` by reply cascading to the delegate."""
 
 from __future__ import annotations
 
-import email
-import email.policy
-import imaplib
 import signal
 import sqlite3
 import threading
@@ -19,6 +16,7 @@ import pytest
 from tests.e2e.crash import CRASHED
 from tests.e2e.harness import Served, task_mail
 from tests.e2e.test_approvals import _lines, _reply
+from tests.e2e.test_roundtrip import fetch_all
 from tests.fakes.openai_server import FakeOpenAI, text, tool_call
 from tests.fakes.scripted import Recorded, Scripted
 
@@ -42,19 +40,7 @@ def team(served_ledger: Served) -> Served:
 
 
 def _folder(served: Served, name: str) -> list[EmailMessage]:
-    with imaplib.IMAP4("127.0.0.1", served.imap) as imap:
-        imap.login("me", served.password)
-        _, count = imap.select(name, readonly=True)
-        if int(count[0] or 0) == 0:
-            return []
-        _, data = imap.fetch("1:*", "(BODY.PEEK[])")
-    found = []
-    for item in data:
-        if isinstance(item, tuple):
-            msg = email.message_from_bytes(item[1], policy=email.policy.default)
-            assert isinstance(msg, EmailMessage)
-            found.append(msg)
-    return found
+    return [msg for _, msg in fetch_all(served, name)]
 
 
 def _plain(msg: EmailMessage) -> str:

@@ -56,11 +56,13 @@ async def connect(served: Served) -> aioimaplib.IMAP4:
     return client
 
 
-def fetch_all(served: Served) -> list[tuple[bytes, EmailMessage]]:
-    """(flags, message) for every message in INBOX, read with imaplib."""
+def fetch_all(served: Served, folder: str = "INBOX") -> list[tuple[bytes, EmailMessage]]:
+    """(flags, message) for every message in ``folder``, read with imaplib."""
     with imaplib.IMAP4("127.0.0.1", served.imap) as imap:
         imap.login("me", served.password)
-        imap.select("INBOX", readonly=True)
+        _, count = imap.select(folder, readonly=True)
+        if int(count[0] or 0) == 0:
+            return []
         _, data = imap.fetch("1:*", "(FLAGS BODY.PEEK[])")
         result = []
         for item in data:

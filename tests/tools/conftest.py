@@ -69,12 +69,17 @@ def http_notes(notes_dir: Path) -> Iterator[str]:
         wait_listening(port, proc)
         yield f"http://127.0.0.1:{port}/mcp"
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_process(proc)
+
+
+def stop_process(proc: subprocess.Popen[bytes]) -> None:
+    """Ask a server subprocess to end; kill it when it does not within 10 s."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
 
 
 def with_tools(h: Harness, *, hub: McpHub | None = None, skills: Path | None = None,

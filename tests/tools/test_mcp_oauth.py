@@ -20,7 +20,7 @@ from pizzamail.config import McpServerSettings, McpSettings
 from pizzamail.home import Home
 from pizzamail.secrets import SecretStore, secret_store
 from pizzamail.tools.mcp import McpConnection, McpHub
-from tests.tools.conftest import NOTES_SERVER, free_port, wait_listening
+from tests.tools.conftest import NOTES_SERVER, free_port, stop_process, wait_listening
 
 OAUTH_SERVER = Path(__file__).parent / "servers" / "oauth_notes.py"
 
@@ -35,15 +35,6 @@ class Protected:
         return self.grants.read_text().split() if self.grants.exists() else []
 
 
-def _stop(proc: subprocess.Popen[bytes]) -> None:
-    proc.terminate()
-    try:
-        proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
-
-
 @pytest.fixture
 def protected(tmp_path: Path) -> Iterator[Protected]:
     as_port, rs_port = free_port(), free_port()
@@ -56,7 +47,7 @@ def protected(tmp_path: Path) -> Iterator[Protected]:
         yield Protected(url=f"http://127.0.0.1:{rs_port}/mcp", authorization=f"http://127.0.0.1:{as_port}",
                         grants=grants)
     finally:
-        _stop(proc)
+        stop_process(proc)
 
 
 @pytest.fixture
@@ -185,7 +176,7 @@ def sse_notes(notes_dir: Path) -> Iterator[str]:
         wait_listening(port, proc)
         yield f"http://127.0.0.1:{port}/sse"
     finally:
-        _stop(proc)
+        stop_process(proc)
 
 
 async def test_the_legacy_sse_transport(sse_notes: str) -> None:
