@@ -110,6 +110,9 @@ class RemoteMailbox:
         self, folder: Folder, data: bytes, *, flags: Iterable[str] = (), base: str | None = None,
         internaldate: int | None = None, message_ref: int | None = None,
     ) -> int:
+        """Written down, then searched for by Message-ID, and APPENDed only if not found. A mail
+        without a Message-ID (pizzamail's own all have one) cannot be searched for: it is APPENDed
+        unless written down with its UID."""
         message_id = message_id_of(data) or ""
         name = base or message_id
         known = await placed_named(self.store, folder.id, name)
