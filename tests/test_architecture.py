@@ -17,6 +17,7 @@ ROOT = Path(pizzamail.__file__).parent
 LAYERS: list[set[str]] = [
     {"errors"},
     {"home", "logs", "guard", "resources", "when", "mail", "media"},
+    {"account"},
     {"tls"},
     {"config"},
     {"secrets", "onboard"},
@@ -26,6 +27,7 @@ LAYERS: list[set[str]] = [
     {"providers"},
     {"transcript"},
     {"mailbox"},
+    {"remote"},
     {"tools"},
     {"approvals"},
     {"activity"},

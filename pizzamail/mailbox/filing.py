@@ -1,7 +1,8 @@
-"""Filing stored messages into the Maildir.
+"""Filing stored messages into their folders: the Maildir, or the user's own account in IMAP mode
+(any :class:`~pizzamail.mailbox.writing.MailFolders`).
 
 A message is committed to the store first (``filed = 0``) and copied into its folder afterwards;
-what a crash leaves unfiled is filed at the next start. The Maildir name is derived from the row, so
+what a crash leaves unfiled is filed at the next start. The mail's name is derived from the row, so
 filing twice never makes two copies, and a file a crash left behind unindexed (or indexed by the
 start-up reconciliation as a stranger's) is recognised as the row's and taken over.
 """
@@ -12,13 +13,13 @@ import asyncio
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from pizzamail.mailbox.box import Mailbox
 from pizzamail.mailbox.maildir import message_base
+from pizzamail.mailbox.writing import MailFolders
 from pizzamail.store.blobs import BlobStore
 from pizzamail.store.mailindex import unfiled
 
 
-async def file_pending(mailbox: Mailbox, blobs: BlobStore) -> int:
+async def file_pending(mailbox: MailFolders, blobs: BlobStore) -> int:
     """File every unfiled message; returns how many were filed."""
     rows = await unfiled(mailbox.store)
     for row in rows:
@@ -40,7 +41,7 @@ class Filer:
     """Runs :func:`file_pending` one pass at a time: two passes at once could both see a row
     as unfiled and index it twice. A service shares one Filer between everything that files."""
 
-    mailbox: Mailbox
+    mailbox: MailFolders
     blobs: BlobStore
     _lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
