@@ -15,6 +15,7 @@ to it, so delegation is no way around a trigger's policy.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import shutil
 from collections.abc import Callable
@@ -187,7 +188,8 @@ class Delegation:
         if child.status == "failed":
             return ToolResult(is_error=True, text=f"{who} failed: {child.error or 'no reason given'}")
         answer = await _final_text(self.store, child.id)
-        files = self._take_files(child, workspace_for(self.workspaces(), run.id))
+        # off the event loop: up to 20 files of up to 10 MB each are compared and copied
+        files = await asyncio.to_thread(self._take_files, child, workspace_for(self.workspaces(), run.id))
         text = f"{who} answered:\n\n{answer}"
         if files:
             text += "\n\nFiles it wrote (they go out with your reply): " + ", ".join(files)
