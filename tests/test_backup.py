@@ -114,3 +114,38 @@ def test_restore_refuses_a_backup_in_a_later_format(tmp_path: Path) -> None:
         run(tmp_path / "new", "restore", str(tmp_path / "later.tar.gz"))
     assert "update pizzamail" in refused.value.cli_message()
     assert not (tmp_path / "new").exists()
+
+
+def test_a_backup_into_a_missing_folder_is_a_clear_error_not_a_traceback(tmp_path: Path) -> None:
+    home = tmp_path / "h"
+    run(home, "task", "Water the plants")
+    with pytest.raises(BackupError) as failed:
+        run(home, "backup", str(tmp_path / "no-such-folder" / "b.tar.gz"))
+    assert "could not write the backup:" in failed.value.cli_message()
+    assert "no-such-folder" in failed.value.cli_message()
+    assert "name a FILE in a folder you can write to" in failed.value.cli_message()
+
+
+def test_a_config_linked_from_elsewhere_is_backed_up_as_its_content_and_restores(tmp_path: Path) -> None:
+    home, copy, dotfiles = tmp_path / "h", tmp_path / "copy", tmp_path / "dotfiles"
+    run(home, "init")
+    dotfiles.mkdir()
+    (dotfiles / "pizzamail.toml").write_text((home / "config.toml").read_text() + "\n# mine\n")
+    (home / "config.toml").unlink()
+    (home / "config.toml").symlink_to(dotfiles / "pizzamail.toml")
+    run(home, "task", "Water the plants")
+    run(home, "backup", str(tmp_path / "b.tar.gz"))
+    restored = run(copy, "restore", str(tmp_path / "b.tar.gz"))
+    assert restored.exit_code == 0, restored.output
+    assert not (copy / "config.toml").is_symlink()
+    assert (copy / "config.toml").read_text().endswith("# mine\n")
+
+
+def test_an_mcp_login_is_named_with_the_command_that_logs_in_again(tmp_path: Path) -> None:
+    home = tmp_path / "h"
+    run(home, "init")
+    with (home / "config.toml").open("a") as config:
+        config.write('\n[mcp.servers.linear]\nurl = "https://mcp.example.com/mcp"\nauth = "oauth"\n')
+    run(home, "task", "Water the plants")
+    result = run(home, "backup", str(tmp_path / "b.tar.gz"))
+    assert "mcp-oauth:linear" in result.output and "`pizzamail mcp login linear`" in result.output

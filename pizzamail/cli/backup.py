@@ -76,6 +76,11 @@ def _configured(app: App) -> dict[str, str]:
         settings = config.provider(name)
         if settings is not None and settings.kind != "local":
             wanted.setdefault(settings.key or name, f"pizzamail keys set {settings.key or name}")
+    from pizzamail.tools.oauth import secret_name  # the MCP SDK: only when a backup is made
+
+    # an MCP server's OAuth login is made by logging in again, not typed in
+    wanted |= {secret_name(n): f"pizzamail mcp login {n}" for n, s in config.mcp.servers.items()
+               if s.auth == "oauth"}
     return wanted
 
 

@@ -15,6 +15,7 @@ to it, so delegation is no way around a trigger's policy.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import shutil
 from collections.abc import Callable
@@ -41,6 +42,7 @@ from pizzamail.store.runs import (
     count_children,
     get_run,
     steps_of,
+    stop_asked,
     thread_sources,
 )
 from pizzamail.store.threads import get_message, log_event
@@ -132,8 +134,9 @@ class Delegation:
                             section=agent.section)
         return Offer(tools=[Offered(tool=tool, policy="auto", spawns=True)])
 
-    async def start(self, run: Run, agent: Agent, seq: int, call: ToolCall) -> DelegateStep:
-        """The child run of ``call`` and the step that names it, in one transaction."""
+    async def start(self, run: Run, agent: Agent, seq: int, call: ToolCall) -> DelegateStep | ToolStep:
+        """The child run of ``call`` and the step that names it, in one transaction; once the run
+        was asked to stop, no child but a "not run" result."""
         target = next(a for a in self.config.all_agents() if a.key == call.arguments["agent"])
         task = str(call.arguments["task"]).strip()
         subject = " ".join(str(call.arguments.get("subject") or "").split()) or task.splitlines()[0]
@@ -143,6 +146,11 @@ class Delegation:
                           headers=[("X-Pizzamail-Delegated-By", f"run {run.id}")])
         blob = await self.blobs.save(mail.as_bytes())
         async with self.store.write() as db:
+            if await stop_asked(db, run.id):
+                refused = ToolStep(call_id=call.id, name=call.name, result=ToolResult(
+                    is_error=True, text="not run: this run was asked to stop"))
+                await add_step(db, run.id, seq, refused.kind, refused.to_data())
+                return refused
             row = message_row(mail, blob, kind="task", sender=agent.address, direction="in")
             child = await add_task(db, row, thread_id=None, agent=target.address, event="delegation.started",
                                    parent=run, folder=ACTIVITY_FOLDER)
@@ -165,8 +173,9 @@ class Delegation:
             transcript.steps.append(result)
             transcript.next_seq += 1
 
-    async def wait(self, run: Run) -> bool:
-        """The run waits for its children; False when they have all ended (it goes on at once)."""
+    async def wait(self, run: Run) -> str:
+        """``waiting`` for its children, ``ready`` to go on (they have all ended) or ``stopping``
+        (:func:`~pizzamail.store.runs.await_children`)."""
         async with self.store.write() as db:
             return await await_children(db, run)
 
@@ -179,7 +188,8 @@ class Delegation:
         if child.status == "failed":
             return ToolResult(is_error=True, text=f"{who} failed: {child.error or 'no reason given'}")
         answer = await _final_text(self.store, child.id)
-        files = self._take_files(child, workspace_for(self.workspaces(), run.id))
+        # off the event loop: up to 20 files of up to 10 MB each are compared and copied
+        files = await asyncio.to_thread(self._take_files, child, workspace_for(self.workspaces(), run.id))
         text = f"{who} answered:\n\n{answer}"
         if files:
             text += "\n\nFiles it wrote (they go out with your reply): " + ", ".join(files)

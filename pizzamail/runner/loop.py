@@ -26,7 +26,8 @@ Checkpoint = Callable[[int, AgentStep], Awaitable[None]]
 #: whether a standing rule ("approve always") lets this held call run (and records that it did)
 Standing = Callable[[Offered, ToolCall], Awaitable[bool]]
 #: starts the child run of a ``delegate`` call and checkpoints the step that names it, together
-Spawn = Callable[[int, ToolCall], Awaitable[DelegateStep]]
+#: (or, once the run was asked to stop, checkpoints a "not run" result instead)
+Spawn = Callable[[int, ToolCall], Awaitable[DelegateStep | ToolStep]]
 
 
 @dataclass(frozen=True)

@@ -49,12 +49,13 @@ from pizzamail.store.runs import (
     release_runs,
     requeue_interrupted,
     steps_of,
+    stop_descendants,
     stopped_by,
 )
 from pizzamail.store.threads import NewMessage
 from pizzamail.tools import RunScope, Toolbox, ToolRegistry
 from pizzamail.tools.outputs import load_steps
-from pizzamail.transcript import AgentStep, DelegateStep, HeldStep, Transcript
+from pizzamail.transcript import AgentStep, DelegateStep, HeldStep, ToolStep, Transcript
 
 log = logging.getLogger("pizzamail.runner")
 
@@ -259,6 +260,8 @@ class Runner:
 
     async def _stopped(self, run: Run, by: str) -> str:
         log.info("run %d: ending it, as %s asked", run.id, by)
+        async with self.store.write() as db:
+            await stop_descendants(db, run.id, by=by)
         await self._approvals.withdraw(run.id)
         ctx = await load_context(self.store, run, self.config.agent_at(run.agent) or self.config.main_agent)
         return await self._finish(run, self._mails.stopped(ctx.mail(run), by=by), status="stopped")
@@ -347,10 +350,13 @@ class Runner:
             transcript = await self._transcript(run, ctx, toolbox, agent)
             outcome = await self._agent(run, transcript, toolbox, agent)
             while isinstance(outcome, Delegating):
-                if await self._delegation.wait(run):
+                state = await self._delegation.wait(run)
+                if state == "waiting":
                     log.info("run %d waits for its delegates (runs %s)", run.id,
                              [step.child for step in outcome.steps])
                     return "delegating"
+                if state == "stopping":  # asked while it started them: no model call first
+                    return await self._stopped(run, await stopped_by(self.store, run.id))
                 outcome = await self._agent(run, transcript, toolbox, agent)
             notes = [*unavailable_notes(toolbox),
                      *run_notes(outcome, agent, self._notices.get(run.id))]
@@ -435,7 +441,7 @@ class Runner:
                                            idempotent=_idempotent(toolbox, step.name))
         self._not_alone(run.id)
 
-    async def _spawn(self, run: Run, agent: Agent, seq: int, call: ToolCall) -> DelegateStep:
+    async def _spawn(self, run: Run, agent: Agent, seq: int, call: ToolCall) -> DelegateStep | ToolStep:
         step = await self._delegation.start(run, agent, seq, call)
         self._not_alone(run.id)
         return step

@@ -90,6 +90,10 @@ def backup(home: Home, target: Path, manifest: Manifest) -> None:
             _copy_database(home.database, staging / DATABASE)
             _link_tree(home.maildir, staging / MAILDIR)
         _write_archive(target, manifest, staging, home)
+    except OSError as exc:  # a target folder that is missing or not ours, a file we cannot read
+        where = exc.filename or target
+        raise BackupError(f"could not write the backup: {where}: {exc.strerror or exc}",
+                          hint="name a FILE in a folder you can write to") from None
     finally:
         shutil.rmtree(staging, ignore_errors=True)
 
@@ -152,7 +156,9 @@ def _write_archive(target: Path, manifest: Manifest, staging: Path, home: Home) 
     fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     try:
         with os.fdopen(fd, "wb") as raw:
-            with tarfile.open(fileobj=raw, mode="w:gz") as tar:
+            # a config.toml or skill linked from elsewhere (a dotfiles folder) is backed up as
+            # what it points to: a link would leave the backup without it, and restore refuses links
+            with tarfile.open(fileobj=raw, mode="w:gz", dereference=True) as tar:
                 info = tarfile.TarInfo(MANIFEST)
                 data = manifest.to_bytes()
                 info.size, info.mode, info.mtime = len(data), 0o600, int(datetime.now(UTC).timestamp())

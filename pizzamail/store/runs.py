@@ -203,16 +203,33 @@ async def _announce_queued(db: aiosqlite.Connection, run_id: int) -> None:
     record(db, RunChanged(run=run_id, thread=int(row[0]), status="queued"))
 
 
-async def await_children(db: aiosqlite.Connection, run: Run) -> bool:
-    """The run waits (``delegating``) for its children; False when every one has ended already
-    (the run goes on at once). Decided in one transaction with the children's ends."""
+async def await_children(db: aiosqlite.Connection, run: Run) -> str:
+    """``waiting``: the run now waits (``delegating``) for its children; ``ready``: every one has
+    ended already (it goes on at once); ``stopping``: a stop was asked meanwhile (it ends instead).
+    Decided in one transaction with the children's ends and with stop requests."""
+    if await stop_asked(db, run.id):
+        return "stopping"
     async with db.execute(f"SELECT 1 FROM runs WHERE parent_run = ? AND status NOT IN {_ENDED_SQL}"
                           " LIMIT 1", (run.id,)) as cursor:
         if await cursor.fetchone() is None:
-            return False
+            return "ready"
     await db.execute("UPDATE runs SET status = 'delegating' WHERE id = ? AND status = 'running'", (run.id,))
     record(db, RunChanged(run=run.id, thread=run.thread_id, status="delegating"))
-    return True
+    return "waiting"
+
+
+async def stop_asked(db: aiosqlite.Connection, run_id: int) -> str | None:
+    """Who asked ``run_id`` to stop, read inside the caller's transaction (None: nobody)."""
+    async with db.execute("SELECT stop_requested FROM runs WHERE id = ?", (run_id,)) as cursor:
+        row = await cursor.fetchone()
+    return str(row[0]) if row and row[0] else None
+
+
+async def stop_descendants(db: aiosqlite.Connection, run_id: int, *, by: str) -> None:
+    """A run ending ``stopped`` takes every run it delegated with it, those started after the stop
+    was asked too."""
+    for run in await _descendants(db, run_id):
+        await _ask_to_stop(db, run, by=by)
 
 
 async def count_children(store: Store, run_id: int) -> int:
@@ -269,14 +286,15 @@ async def resume_waiting(db: aiosqlite.Connection, run_id: int, thread_id: int) 
 
 
 async def request_stop(db: aiosqlite.Connection, thread_id: int, *, by: str) -> int | None:
-    """Ask the thread's working run (or one waiting for its delegates) to stop, with every run it
-    delegated, and end the follow-ups queued behind it, which never start. The run asked, or None
-    when none was working (then nothing changes).
+    """Ask the thread's active run (working, or waiting for its delegates or for a decision) to
+    stop, with every run it delegated, and end the follow-ups queued behind it, which never start.
+    The run asked, or None when none was active (then nothing changes). A run that waited for a
+    decision withdraws its request when it ends.
 
     Only the request is written here: the runner working on the run cancels it and writes its end
     (told by :class:`StopRequested` in this process; another process's runner notices the row)."""
-    async with db.execute("SELECT id FROM runs WHERE thread_id = ? AND status IN ('running', 'delegating')",
-                          (thread_id,)) as cursor:
+    async with db.execute("SELECT id FROM runs WHERE thread_id = ? AND status IN"
+                          " ('running', 'delegating', 'waiting')", (thread_id,)) as cursor:
         row = await cursor.fetchone()
     if row is None:
         return None

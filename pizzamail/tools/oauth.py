@@ -52,8 +52,14 @@ class KeyringTokens:
     server: str
 
     def _load(self) -> dict[str, Any]:
+        """What is kept; nothing when the entry is missing or not ours (a value typed in by hand
+        with `keys set`): the server then needs a login, and says so."""
         raw = self.secrets.get(secret_name(self.server))
-        return dict(json.loads(raw)) if raw else {}
+        try:
+            data = json.loads(raw) if raw else {}
+        except ValueError:
+            return {}
+        return dict(data) if isinstance(data, dict) else {}
 
     def _save(self, data: dict[str, Any]) -> None:
         self.secrets.set(secret_name(self.server), json.dumps(data))

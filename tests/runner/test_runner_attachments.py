@@ -4,15 +4,20 @@ text (bounded, with how to read the rest), a file that is no document as a line 
 from __future__ import annotations
 
 import base64
+import io
+import json
+import zipfile
 
+from pizzamail.store.threads import thread_messages
 from tests.fakes.anthropic_server import FakeAnthropic
 from tests.fakes.anthropic_server import text as claude_text
 from tests.fakes.openai_server import FakeOpenAI, text
 from tests.runner.conftest import Harness
 from tests.runner.test_runner_anthropic import claude  # noqa: F401  (a fixture)
 from tests.runner.test_runner_pictures import image_task, image_urls, png
-from tests.tools.documents import make_pdf
+from tests.tools.documents import make_pdf, make_xlsx
 
+XLSX = "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"
 INVOICE = make_pdf(["Invoice 2026-114", "Total due: 1,250.00 EUR by 15 December"])
 
 
@@ -61,3 +66,36 @@ async def test_a_long_document_is_cut_in_the_turn_saying_how_to_read_the_rest(
     said = str(fake_openai.requests[0].messages[-1]["content"])
     assert "[attached: notes.txt]" in said and "line 0: " in said and "line 399" not in said
     assert "call read_attachment with offset=8000 for the rest" in said
+
+
+def _broken_sheet() -> bytes:
+    """An XLSX whose first sheet's XML is cut off: openpyxl raises an XML ParseError on it."""
+    source = zipfile.ZipFile(io.BytesIO(make_xlsx({"Sheet": [["a", "b"], ["1", "2"]]})))
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w") as broken:
+        for item in source.infolist():
+            data = source.read(item)
+            broken.writestr(item, data[: len(data) // 2] if item.filename.endswith("sheet1.xml") else data)
+    return out.getvalue()
+
+
+async def test_damaged_documents_are_a_line_each_and_every_later_run_in_the_thread_still_runs(
+    harness: Harness, fake_openai: FakeOpenAI
+) -> None:
+    huge_field = b'name,notes\nann,"' + b"x" * 200_000 + b'"\n'  # past the csv module's field limit
+    fake_openai.script([text("Seen."), text("And again.")])
+    first = await image_task(harness, "Look", [("notes.csv", "text/csv", huge_field),
+                                              ("book.xlsx", XLSX, _broken_sheet())])
+    async with harness.running() as runner:
+        assert await harness.finish(runner, first) == "done"
+        follow_up = await harness.task("And now?", subject="Re: Look", reply_to=await _task_id(harness))
+        assert await harness.finish(runner, follow_up) == "done"
+    for request in fake_openai.requests:
+        said = json.dumps(request.messages)
+        assert "notes.csv could not be read: the CSV file looks damaged" in said
+        assert "book.xlsx could not be read: the XLSX file looks damaged" in said
+
+
+async def _task_id(harness: Harness) -> str:
+    task, _reply = await thread_messages(harness.store, 1)
+    return task.message_id

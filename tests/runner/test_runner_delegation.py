@@ -13,13 +13,18 @@ from email.message import EmailMessage
 from email.policy import default
 from typing import Any
 
+import pytest
+
 from pizzamail.activity.status import status_subject
-from pizzamail.config import RunnerSettings, SpecialistSettings
+from pizzamail.config import Agent, RunnerSettings, SpecialistSettings
+from pizzamail.providers.types import ToolCall
+from pizzamail.runner.delegation import Delegation
 from pizzamail.store.actions import held_actions
 from pizzamail.store.activity import board_runs
 from pizzamail.store.events import RunChanged
 from pizzamail.store.runs import Run, ask_stop, get_run
 from pizzamail.store.threads import thread_messages
+from pizzamail.transcript import DelegateStep, ToolStep
 from tests.fakes.openai_server import FakeOpenAI, text, tool_call, tool_calls
 from tests.fakes.scripted import Recorded, Scripted
 from tests.runner.conftest import TIMEOUT, Harness, bot_mails, plain
@@ -266,3 +271,64 @@ async def test_stopping_a_delegating_run_stops_a_delegate_that_waits_for_approva
     assert len(fake_openai.requests) == 2  # neither run asked the model again
     kinds = [m["X-Pizzamail-Kind"] for _, m in await bot_mails(harness.mailbox)]
     assert kinds.count("stopped") == 1 and "reply" not in kinds
+
+
+async def test_stop_reaches_the_delegate_of_a_run_that_waits_for_a_decision(
+    harness: Harness, fake_openai: FakeOpenAI
+) -> None:
+    harness = _team(harness)
+    release = threading.Event()
+
+    def answer(request: Recorded) -> Scripted:
+        if "You are Research." in _system(request):
+            return Scripted(payload=text("facts").payload, gate=release)
+        return tool_calls([("c1", "delegate", {"agent": "research", "task": "Find facts."}),
+                           ("c2", "draft_email", {"to": "ann@example.com", "subject": "Hi", "body": "Hi"})])
+
+    fake_openai.script([], then=answer)
+    run_id = await harness.task("Research, then mail Ann", subject="Ann")
+    try:
+        async with harness.running(**with_tools(harness)) as runner:
+            runner.wake()
+            parent = await _status(harness, run_id, "waiting")  # the draft waits for a decision
+            child = await _status(harness, run_id + 1, "running")
+            async with harness.store.write() as db:
+                assert await ask_stop(db, parent.thread_id, by="me@pizzamail.localhost") == run_id
+            assert (await _status(harness, child.id, "stopped")).stop_requested == "me@pizzamail.localhost"
+            assert (await _status(harness, run_id, "stopped")).status == "stopped"
+    finally:
+        release.set()
+    [draft] = await held_actions(harness.store, run_id=run_id)
+    assert draft.status == "expired"  # the request is withdrawn: a late approve sends nothing
+
+
+async def test_a_stop_that_comes_while_delegates_start_stops_those_started_after_it_too(
+    harness: Harness, fake_openai: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    harness = _team(harness)
+    original = Delegation.start
+    started: list[DelegateStep | ToolStep] = []
+
+    async def start(self: Delegation, run: Run, agent: Agent, seq: int, call: ToolCall
+                    ) -> DelegateStep | ToolStep:
+        step = await original(self, run, agent, seq, call)
+        started.append(step)
+        if len(started) == 1:  # the user's stop comes right after the first child committed
+            async with harness.store.write() as db:
+                await ask_stop(db, run.thread_id, by="me@pizzamail.localhost")
+        return step
+
+    monkeypatch.setattr(Delegation, "start", start)
+    fake_openai.script([tool_calls([("c1", "delegate", {"agent": "research", "task": "A."}),
+                                    ("c2", "delegate", {"agent": "writer", "task": "B."})])],
+                       then=text("child answer"))
+    run_id = await harness.task("Two things", subject="Two")
+    async with harness.running(**with_tools(harness)) as runner:
+        runner.wake()
+        assert (await _status(harness, run_id, "stopped", "done", "failed")).status == "stopped"
+    first, second = started
+    assert isinstance(first, DelegateStep)
+    assert (await get_run(harness.store, first.child)).status == "stopped"
+    assert isinstance(second, ToolStep)  # no second child: the run was already asked to stop
+    assert second.result.text == "not run: this run was asked to stop"
+    assert len(fake_openai.requests) == 1  # neither the children nor the parent asked the model again

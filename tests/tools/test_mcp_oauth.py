@@ -187,3 +187,17 @@ async def test_the_legacy_sse_transport(sse_notes: str) -> None:
         assert (await connection.call("add", {"a": 2, "b": 3})).text == "5"
     finally:
         await connection.stop()
+
+
+async def test_a_login_entry_typed_in_by_hand_means_a_login_is_needed(
+    home: Path, protected: Protected
+) -> None:
+    _secrets(home).set("mcp-oauth:notes", "typed-by-hand")  # `keys set mcp-oauth:notes` by mistake
+    settings = McpServerSettings(enabled=True, url=protected.url, auth="oauth")
+    connection = await _connected(settings, _secrets(home))
+    try:
+        assert connection.status == "failed"
+        assert "needs an OAuth login" in str(connection.error)
+        assert "`pizzamail mcp login notes`" in str(connection.error)
+    finally:
+        await connection.stop()
