@@ -81,7 +81,9 @@ def _uncommented(value: str) -> str:
 
 def _split_outside_quotes(text: str) -> list[str]:
     """At each ``;`` not inside a quoted string."""
-    parts, current, quoted = [], [], False
+    parts: list[str] = []
+    current: list[str] = []
+    quoted = False
     for char in text:
         if char == '"':
             quoted = not quoted
