@@ -17,6 +17,7 @@ ROOT = Path(pizzamail.__file__).parent
 LAYERS: list[set[str]] = [
     {"errors"},
     {"home", "logs", "guard", "resources", "when", "mail", "media"},
+    {"account"},
     {"tls"},
     {"config"},
     {"secrets", "onboard"},

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import click
 
+from pizzamail.account.session import client_context
 from pizzamail.cli.app import App
 from pizzamail.errors import SecretMissing
 from pizzamail.triggers.watch import POLL_SECONDS, probe
-from pizzamail.triggers.watch_imap import client_context
 
 
 @click.group()

@@ -7,9 +7,8 @@ Any failure closes the connection and retries with exponential backoff and jitte
 ``retry_initial`` to ``retry_max``; a refused login or a missing password waits ``retry_max``
 between tries. Problems are logged and recorded once per change, not per retry.
 
-Parts: :mod:`.watch_wire` (pure response parsing), :mod:`.watch_imap` (the typed IMAP session),
-:mod:`.watch_state` (what it remembers, through :mod:`pizzamail.store.watches`), :mod:`.watch_mail`
-(the task text); this module runs them.
+Parts: :mod:`pizzamail.account` (the typed IMAP session), :mod:`.watch_state` (what it remembers,
+through :mod:`pizzamail.store.watches`), :mod:`.watch_mail` (the task text); this module runs them.
 """
 
 from __future__ import annotations
@@ -22,6 +21,8 @@ import ssl
 from dataclasses import dataclass, field
 from typing import Any
 
+from pizzamail.account.session import Account, AccountError, FolderStatus, ImapSession
+from pizzamail.account.wire import Fetched
 from pizzamail.config import Config, WatchSettings
 from pizzamail.mail.build import AttachedFile
 from pizzamail.mail.parse import parse_mail
@@ -30,10 +31,8 @@ from pizzamail.store import Store
 from pizzamail.store.blobs import BlobStore
 from pizzamail.store.watches import Handled, list_watches, set_state
 from pizzamail.triggers.post import TriggerMail
-from pizzamail.triggers.watch_imap import FolderStatus, ImapSession, WatchError
 from pizzamail.triggers.watch_mail import carried, mail_facts, render, task_subject
 from pizzamail.triggers.watch_state import begin, record
-from pizzamail.triggers.watch_wire import Fetched
 
 log = logging.getLogger("pizzamail.triggers")
 
@@ -53,9 +52,16 @@ def retry_delay(attempt: int, settings: WatchSettings, *, patient: bool, jitter:
 def password_of(secrets: SecretStore, name: str) -> str:
     password = secrets.get(f"watch:{name}")
     if not password:
-        raise WatchError("password", f"watch {name!r} has no password",
-                         hint=f"set it with `pizzamail keys set watch:{name}`")
+        raise AccountError("password", f"watch {name!r} has no password",
+                           hint=f"set it with `pizzamail keys set watch:{name}`")
     return password
+
+
+def watch_account(name: str, settings: WatchSettings) -> Account:
+    """The watch's server as an :class:`Account`, its errors naming ``[watches.NAME]``."""
+    return Account(name=f"watch-{name}", host=settings.host, port=settings.port, security=settings.security,
+                   user=settings.user, section=f"watches.{name}", secret=f"watch:{name}",
+                   test=f"pizzamail watch test {name}", read_only_setting=True)
 
 
 @dataclass(kw_only=True)
@@ -86,13 +92,13 @@ class Watcher:
                                             jitter=random.random()))
             attempt += 1
 
-    async def _watch_until_failure(self) -> WatchError:
+    async def _watch_until_failure(self) -> AccountError:
         try:
             await self._watch()
-        except WatchError as problem:
+        except AccountError as problem:
             return problem
         except Exception as exc:  # our bug or a store failure: reported, never the end of the watch
-            failure = WatchError("internal", f"watching failed ({type(exc).__name__}: {exc})")
+            failure = AccountError("internal", f"watching failed ({type(exc).__name__}: {exc})")
             if failure.outcome != self._problem:  # the traceback once, like every problem
                 log.exception("watch %s failed", self.name)
             return failure
@@ -100,8 +106,8 @@ class Watcher:
 
     async def _watch(self) -> None:
         password = password_of(self.secrets, self.name)
-        session = await ImapSession.open(self.name, self.settings, tls=self.tls, reply_seconds=self.timeout,
-                                         poll_seconds=self.poll_seconds)
+        session = await ImapSession.open(watch_account(self.name, self.settings), tls=self.tls,
+                                         reply_seconds=self.timeout, poll_seconds=self.poll_seconds)
         async with session:
             await session.login(password)
             status = await session.open_folder(self.settings.folder, read_only=self.settings.read_only)
@@ -164,7 +170,7 @@ class Watcher:
         """Only now: the task is stored. A server that refuses costs a warning, not the watch."""
         try:
             await session.mark_seen(uid)
-        except WatchError as exc:
+        except AccountError as exc:
             if exc.kind != "store":
                 raise
             log.warning("watch %s: UID %d could not be marked seen: %s", self.name, uid, exc.message)
@@ -182,7 +188,7 @@ class Watcher:
             domain=config.domain, attachments=files, model=self.settings.model,
         )
 
-    async def _report(self, problem: WatchError) -> None:
+    async def _report(self, problem: AccountError) -> None:
         """Log and record a problem when it differs from the last one (not at every retry)."""
         if problem.outcome == self._problem:
             return
@@ -249,11 +255,11 @@ class Probe:
 
 async def probe(name: str, settings: WatchSettings, password: str, *, tls: ssl.SSLContext | None) -> Probe:
     """Connect, log in and examine the folder (read-only, whatever the watch's setting)."""
-    async with await ImapSession.open(name, settings, tls=tls) as session:
+    async with await ImapSession.open(watch_account(name, settings), tls=tls) as session:
         await session.login(password)
         try:
             status = await session.open_folder(settings.folder, read_only=True)
-        except WatchError as exc:
+        except AccountError as exc:
             if exc.kind == "folder":
                 exc.hint = "set folder in [watches.{}] to one of: {}".format(
                     name, ", ".join(await session.folder_names()) or "(the server lists none)")

@@ -12,10 +12,10 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Any
 
+from pizzamail.account.wire import Fetched
 from pizzamail.mail.build import AttachedFile
 from pizzamail.mail.parse import ParsedMail
 from pizzamail.tools.attachments import attachments_of
-from pizzamail.triggers.watch_wire import Fetched
 from pizzamail.when.templates import TEMPLATES
 
 #: longest subject kept in the task's own subject line

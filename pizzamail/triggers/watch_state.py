@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import logging
 
+from pizzamail.account.session import FolderStatus
 from pizzamail.store import Store
 from pizzamail.store.blobs import BlobStore
 from pizzamail.store.watches import Handled, add_handled, find_watch, record_run, start_at, watch_thread
 from pizzamail.triggers.post import Posted, TriggerMail, post_task
-from pizzamail.triggers.watch_imap import FolderStatus
 
 log = logging.getLogger("pizzamail.triggers")
 

@@ -19,6 +19,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from pizzamail.account.session import AccountError
+from pizzamail.account.wire import fetched_mail, folder_names, folder_status
 from pizzamail.cli import cli
 from pizzamail.config import Config, WatchSettings, parse_config
 from pizzamail.home import Home
@@ -35,10 +37,8 @@ from pizzamail.store.events import Follow, MessageAdded
 from pizzamail.store.watches import Handled
 from pizzamail.triggers.post import TriggerMail
 from pizzamail.triggers.watch import probe, retry_delay, watch_rows
-from pizzamail.triggers.watch_imap import WatchError
 from pizzamail.triggers.watch_mail import mail_facts, render
 from pizzamail.triggers.watch_state import record
-from pizzamail.triggers.watch_wire import fetched_mail, folder_names, folder_status
 from tests.fakes.openai_server import FakeOpenAI, text
 from tests.imap.imaptools import ACCOUNTS
 from tests.triggers.watchtools import Relay, Remote, Running, eventually, mail, watch_config, watching
@@ -341,7 +341,7 @@ async def test_an_untrusted_certificate_is_an_outcome(
 async def test_without_idle_the_folder_is_polled(
     remote: Remote, store: Store, blobs: BlobStore, secrets: SecretStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from pizzamail.triggers.watch_imap import ImapSession
+    from pizzamail.account.session import ImapSession
 
     monkeypatch.setattr(ImapSession, "can_idle", property(lambda self: False))
     async with watching(store, blobs, watch_config(remote), secrets, poll_seconds=0.05) as w:
@@ -424,11 +424,11 @@ async def test_probe_reports_the_folder_and_names_fixes(remote: Remote) -> None:
     settings = watch_config(remote).watches["remote"]
     found = await probe("remote", settings, "pw", tls=None)
     assert (found.exists, found.uidnext, found.idle) == (1, 2, True)
-    with pytest.raises(WatchError) as wrong:
+    with pytest.raises(AccountError) as wrong:
         await probe("remote", settings, "nope", tls=None)
     assert wrong.value.kind == "login" and "pizzamail keys set watch:remote" in (wrong.value.hint or "")
     missing = dataclasses.replace(settings, folder="Nowhere")
-    with pytest.raises(WatchError) as folder:
+    with pytest.raises(AccountError) as folder:
         await probe("remote", missing, "pw", tls=None)
     assert folder.value.kind == "folder" and "INBOX, Action" in (folder.value.hint or "")
     assert await remote.flags() == [frozenset()]

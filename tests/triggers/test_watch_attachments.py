@@ -10,6 +10,8 @@ from email.message import EmailMessage
 from email.parser import BytesParser
 from email.policy import SMTP, default
 
+from pizzamail.account.session import MAX_FETCH_BYTES
+from pizzamail.account.wire import Fetched, fetched
 from pizzamail.mail.build import AttachedFile
 from pizzamail.mail.parse import parse_mail
 from pizzamail.secrets import SecretStore
@@ -18,9 +20,7 @@ from pizzamail.store.blobs import BlobStore
 from pizzamail.tools.attachments import attachment_text, attachments_of
 from pizzamail.tools.documents import Part
 from pizzamail.triggers.post import TriggerMail, post_task
-from pizzamail.triggers.watch_imap import MAX_FETCH_BYTES
 from pizzamail.triggers.watch_mail import ORIGINAL, carried, mail_facts, render
-from pizzamail.triggers.watch_wire import Fetched, fetched
 from tests.mailcorpus import deep_multipart, multipart, text_part
 from tests.triggers.watchtools import Relay, Remote, eventually, watch_config, watching
 

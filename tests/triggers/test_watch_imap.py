@@ -26,14 +26,14 @@ from pathlib import Path
 
 import pytest
 
+from pizzamail.account import session as watch_imap
+from pizzamail.account.session import Account, AccountError, ImapSession
 from pizzamail.auth import Accounts
-from pizzamail.config import WatchSettings, parse_config
+from pizzamail.config import parse_config
 from pizzamail.secrets import SecretStore
 from pizzamail.store import Store
 from pizzamail.store.blobs import BlobStore
-from pizzamail.triggers import watch_imap
-from pizzamail.triggers.watch import probe
-from pizzamail.triggers.watch_imap import ImapSession, WatchError
+from pizzamail.triggers.watch import probe, watch_account
 from tests.imap.tlstools import self_signed
 from tests.triggers.watchtools import (
     Relay,
@@ -139,15 +139,15 @@ def _command(line: bytes) -> tuple[bytes, bytes]:
     return (words[0], words[1].upper()) if words else (b"", b"")
 
 
-def settings(port: int, **more: object) -> WatchSettings:
+def settings(port: int, **more: object) -> Account:
     values = {"host": "127.0.0.1", "port": port, "security": "none", "user": "me", **more}
-    return parse_config({"watches": {"w": values}}).watches["w"]
+    return watch_account("w", parse_config({"watches": {"w": values}}).watches["w"])
 
 
 @contextlib.asynccontextmanager
 async def examined(port: int, *, reply_seconds: float = HOUR) -> AsyncIterator[ImapSession]:
     """A session logged in, its folder open and a pass begun: what the watcher has before IDLE."""
-    async with await ImapSession.open("w", settings(port), reply_seconds=reply_seconds) as session:
+    async with await ImapSession.open(settings(port), reply_seconds=reply_seconds) as session:
         await session.login("pw")
         await session.open_folder("INBOX", read_only=True)
         session.begin_pass()
@@ -196,7 +196,7 @@ async def test_new_mail_in_one_tls_record_with_the_continuation_ends_the_wait(tm
     script = {**ANSWERS, b"IDLE": (PLUS + EXISTS,)}
     async with Scripted(script, tls=certificate.server_context(tmp_path)) as remote:
         ssl_settings = settings(remote.port, security="ssl")
-        async with await ImapSession.open("w", ssl_settings, tls=certificate.client_context(),
+        async with await ImapSession.open(ssl_settings, tls=certificate.client_context(),
                                           reply_seconds=HOUR) as session:
             await session.login("pw")
             await session.open_folder("INBOX", read_only=True)
@@ -231,7 +231,7 @@ async def test_the_server_closing_during_idle_fails_the_wait_at_once(
 ) -> None:
     """Not a spin on a readable socket that reads nothing, and not a wait for the IDLE period."""
     async with Scripted({**ANSWERS, b"IDLE": writes}) as remote, examined(remote.port) as session:
-        with pytest.raises(WatchError) as failed:
+        with pytest.raises(AccountError) as failed:
             async with asyncio.timeout(GENEROUS):
                 await session.wait_for_change(HOUR)
     assert failed.value.kind == "connect"
@@ -296,7 +296,7 @@ async def test_the_connection_has_tcp_keepalive_with_our_timing(security: str, t
     certificate = self_signed()
     tls = certificate.server_context(tmp_path) if security == "ssl" else None
     async with Scripted(ANSWERS, tls=tls) as remote:
-        session = await ImapSession.open("w", settings(remote.port, security=security),
+        session = await ImapSession.open(settings(remote.port, security=security),
                                          tls=certificate.client_context(), reply_seconds=HOUR)
         async with session:
             await session.login("pw")
@@ -331,7 +331,7 @@ async def test_a_silent_server_fails_the_call_after_the_reply_timeout(silent_at:
     greeting = None if silent_at == "greeting" else GREETING
     before = set(workers())
     async with Scripted(answers, greeting=greeting) as remote:
-        with pytest.raises(WatchError) as failed:
+        with pytest.raises(AccountError) as failed:
             async with asyncio.timeout(GENEROUS), examined(remote.port, reply_seconds=0.5) as session:
                 await session.wait_for_change(HOUR)
     assert failed.value.kind == "connect"
@@ -429,7 +429,7 @@ async def test_a_password_beyond_ascii_logs_in_with_sasl_plain_and_never_shows(
         await relay.close()
     assert "Behind a UTF-8 password" in task["body"]
     assert b"AUTHENTICATE PLAIN" in relay.sent and b" LOGIN " not in relay.sent
-    with pytest.raises(WatchError) as failed:  # what `pizzamail watch test` shows
+    with pytest.raises(AccountError) as failed:  # what `pizzamail watch test` shows
         await probe("remote", watch_config(remote_utf8).watches["remote"], WRONG, tls=None)
     shown = "\n".join([refused, failed.value.outcome, caplog.text,
                        *(str(r.msg) + str(r.args) for r in caplog.records)])
@@ -443,9 +443,9 @@ async def test_a_password_beyond_ascii_without_auth_plain_is_a_clear_login_error
     greeting = b"* OK [CAPABILITY IMAP4rev1 IDLE] no SASL here\r\n"
     answers = {**ANSWERS, b"CAPABILITY": (b"* CAPABILITY IMAP4rev1 IDLE\r\n{tag} OK listed\r\n",)}
     async with Scripted(answers, greeting=greeting) as remote:
-        session = await ImapSession.open("w", settings(remote.port), reply_seconds=HOUR)
+        session = await ImapSession.open(settings(remote.port), reply_seconds=HOUR)
         async with session:
-            with pytest.raises(WatchError) as failed:
+            with pytest.raises(AccountError) as failed:
                 await session.login(PASSWORD)
     assert failed.value.kind == "login" and "offers no AUTH=PLAIN" in failed.value.message
     assert all(leak not in failed.value.outcome for leak in traces_of(PASSWORD))
@@ -463,9 +463,9 @@ async def test_a_refusal_that_quotes_the_password_is_not_repeated(
     password: str, refusal: dict[bytes, tuple[bytes, ...]]
 ) -> None:
     async with Scripted({**ANSWERS, **refusal}) as remote:
-        session = await ImapSession.open("w", settings(remote.port), reply_seconds=HOUR)
+        session = await ImapSession.open(settings(remote.port), reply_seconds=HOUR)
         async with session:
-            with pytest.raises(WatchError) as failed:
+            with pytest.raises(AccountError) as failed:
                 await session.login(password)
     assert failed.value.kind == "login" and "***" in failed.value.message
     assert all(leak not in failed.value.outcome for leak in traces_of(password))

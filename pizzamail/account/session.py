@@ -1,9 +1,10 @@
-"""One remote IMAP folder, through a small typed session over IMAPClient.
+"""An IMAP account, through a small typed session over IMAPClient (watches and the user's own mailbox).
 
 IMAPClient is synchronous: each session has one worker thread of its own that makes every call, in
 order, and the async methods here await it. What IMAPClient returns (untyped dicts and tuples) is
-read by :mod:`.watch_wire`, and every failure becomes one :class:`WatchError`, so the rest of
-pizzamail never sees the library.
+read by :mod:`.wire`, and every failure becomes one :class:`AccountError`, so the rest of
+pizzamail never sees the library. An :class:`Account` says where the server is and where its
+settings live, so that every error names its fix.
 
 IDLE is spoken on the imaplib connection IMAPClient wraps: ``IMAPClient.idle()`` fails on an untagged
 response before the server's ``+`` (allowed, and what our own server sends when mail came since the
@@ -18,8 +19,10 @@ keepalive (:func:`keep_alive`) notices it within about two minutes and ends the 
 A server that offers IDLE but refuses it (some proxies and gateways do) is polled with NOOP instead,
 like one without IDLE, for the rest of the session.
 
-Read-only means EXAMINE and ``BODY.PEEK[]``: the remote ``\\Seen`` flags never change. Only
-:meth:`ImapSession.mark_seen` writes, and the watcher calls it only when the user allowed it.
+Reading never changes the remote ``\\Seen`` flags (``BODY.PEEK[]``; EXAMINE when opened read-only).
+The writes are :meth:`ImapSession.mark_seen`, :meth:`~ImapSession.append`,
+:meth:`~ImapSession.create_folder` and :meth:`~ImapSession.expunge`; a watch calls only the first,
+and only when the user allowed it.
 """
 
 from __future__ import annotations
@@ -39,12 +42,21 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, TypeVar, cast
 
-from imapclient import SEEN, IMAPClient  # type: ignore[import-untyped]  # IMAPClient ships no py.typed
+from imapclient import DELETED, SEEN, IMAPClient  # type: ignore[import-untyped]  # IMAPClient ships no py.typed
 from imapclient.exceptions import LoginError  # type: ignore[import-untyped]
 
-from pizzamail.config import WatchSettings
+from pizzamail.account.wire import (
+    Fetched,
+    appended_uid,
+    fetched,
+    folder_delimiter,
+    folder_names,
+    folder_status,
+    header_values,
+    highest_modseq,
+    special_folders,
+)
 from pizzamail.errors import PizzamailError
-from pizzamail.triggers.watch_wire import Fetched, fetched, folder_names, folder_status
 
 T = TypeVar("T")
 
@@ -64,9 +76,9 @@ KEEPALIVE_PROBES = 3
 logging.getLogger("imapclient").setLevel(logging.WARNING)
 
 
-class WatchError(PizzamailError):
-    """A watch cannot go on now. ``kind``: connect, tls, login, password, folder, store, protocol
-    or internal (our own failure)."""
+class AccountError(PizzamailError):
+    """An IMAP account cannot be used now. ``kind``: connect, tls, login, password, folder, store,
+    protocol or internal (our own failure)."""
 
     def __init__(self, kind: str, message: str, *, hint: str | None = None) -> None:
         super().__init__(message, hint=hint)
@@ -83,10 +95,33 @@ class WatchError(PizzamailError):
 
 
 @dataclass(frozen=True, kw_only=True)
+class Account:
+    """Where an IMAP account is, and where its settings live (named in the hints of its errors)."""
+
+    name: str
+    """names the session's worker thread: ``pizzamail-NAME``"""
+    host: str
+    port: int
+    security: str
+    """ssl, starttls or none"""
+    user: str
+    section: str
+    """the config table of these settings, such as ``watches.work`` or ``mailbox.imap``"""
+    secret: str
+    """the password's keyring entry, such as ``watch:work``: ``pizzamail keys set SECRET``"""
+    test: str
+    """the command that checks the account and lists its folders, such as ``pizzamail watch test work``"""
+    read_only_setting: bool = False
+    """whether ``read_only = true`` in :attr:`section` is the fix for a folder the server keeps read-only"""
+
+
+@dataclass(frozen=True, kw_only=True)
 class FolderStatus:
     uidvalidity: int
     uidnext: int
     exists: int
+    highest_modseq: int | None = None
+    """CONDSTORE's HIGHESTMODSEQ when the server reports it"""
 
 
 def keep_alive(sock: socket.socket) -> None:
@@ -111,13 +146,11 @@ def client_context(cafile: str | None = None) -> ssl.SSLContext:
 
 
 class ImapSession:
-    """A logged-in connection to one watch's server; use :meth:`open`, then ``async with``."""
+    """A logged-in connection to one account; use :meth:`open`, then ``async with``. One folder is
+    open at a time (:meth:`open_folder`): the mail methods work on it."""
 
-    def __init__(
-        self, name: str, settings: WatchSettings, *, reply_seconds: float, poll_seconds: float
-    ) -> None:
-        self.name = name
-        self.settings = settings
+    def __init__(self, account: Account, *, reply_seconds: float, poll_seconds: float) -> None:
+        self.account = account
         self.poll_seconds = poll_seconds
         self._timeout = reply_seconds
         self._password = ""
@@ -127,19 +160,20 @@ class ImapSession:
         self._changed = False
         self._broken = False  # the connection failed: no LOGOUT at close
         self._closed = False
-        self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"pizzamail-watch-{name}")
+        self._selected: str | None = None
+        self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"pizzamail-{account.name}")
         self._wake_in, self._wake_out = socket.socketpair()
         self._wake_out.setblocking(False)
 
     @classmethod
     async def open(
-        cls, name: str, settings: WatchSettings, *, tls: ssl.SSLContext | None = None,
+        cls, account: Account, *, tls: ssl.SSLContext | None = None,
         reply_seconds: float = 30.0, poll_seconds: float = 60.0,
     ) -> ImapSession:
         """Connected and greeted (with TLS as configured), not yet logged in; ``reply_seconds``
         bounds the wait for each answer of the server."""
-        session = cls(name, settings, reply_seconds=reply_seconds, poll_seconds=poll_seconds)
-        context = (tls or client_context()) if settings.security != "none" else None
+        session = cls(account, reply_seconds=reply_seconds, poll_seconds=poll_seconds)
+        context = (tls or client_context()) if account.security != "none" else None
         try:
             await session._call(lambda: session._connect(context))
         except BaseException:
@@ -165,17 +199,65 @@ class ImapSession:
 
     @property
     def where(self) -> str:
-        return f"{self.settings.host}:{self.settings.port}"
+        return f"{self.account.host}:{self.account.port}"
+
+    def offers(self, capability: str) -> bool:
+        """Whether the server offered ``capability`` (such as UIDPLUS or CONDSTORE) after login."""
+        return capability.upper().encode("ascii") in self._capabilities
+
+    @property
+    def selected(self) -> str | None:
+        """The folder open now, None before :meth:`open_folder`."""
+        return self._selected
 
     async def login(self, password: str) -> None:
         self._password = password  # only to keep it out of error texts
         self._capabilities = await self._call(lambda: self._login(password))
 
     async def open_folder(self, folder: str, *, read_only: bool) -> FolderStatus:
+        """SELECT (EXAMINE when ``read_only``) ``folder``: the mail methods work on it until the next one."""
         return await self._call(lambda: self._open_folder(folder, read_only))
 
     async def folder_names(self) -> list[str]:
         return await self._call(lambda: folder_names(self._client.list_folders()))
+
+    async def special_folders(self) -> dict[str, str]:
+        """Special use (``\\Sent``, ``\\Drafts``, ``\\Trash``, ...) -> the account's folder for it
+        (RFC 6154); a use the server marks on no folder is missing."""
+        return await self._call(lambda: special_folders(self._list_special_use()))
+
+    async def delimiter(self) -> str | None:
+        """The separator of folder levels (``/`` or ``.``), None on a server without levels."""
+        return await self._call(lambda: folder_delimiter(self._client.list_folders("", "")))
+
+    async def create_folder(self, folder: str) -> bool:
+        """CREATE ``folder`` and subscribe to it, so mail clients show it; False if it was there."""
+        return await self._call(lambda: self._create(folder))
+
+    async def append(
+        self, folder: str, raw: bytes, *, flags: tuple[str, ...] = ()
+    ) -> tuple[int, int] | None:
+        """APPEND ``raw`` to ``folder`` (open or not): its (UIDVALIDITY, UID) when the server says
+        (UIDPLUS), else None. Not idempotent by itself: look first with :meth:`search_header`."""
+        return await self._call(lambda: self._append(folder, raw, flags))
+
+    async def search_header(self, field: str, value: str) -> list[int]:
+        """UIDs in the open folder whose header ``field`` contains ``value`` (UID SEARCH HEADER)."""
+        return sorted(int(uid) for uid in await self._call(
+            lambda: self._client.search(["HEADER", field, value])))
+
+    async def headers(self, uids: list[int], fields: tuple[str, ...]) -> dict[int, bytes]:
+        """UID -> those header fields of each mail still there, as raw header lines (no flags change)."""
+        if not uids:
+            return {}
+        item = f"BODY.PEEK[HEADER.FIELDS ({' '.join(f.upper() for f in fields)})]"
+        return await self._call(lambda: header_values(self._client.fetch(uids, [item])))
+
+    async def expunge(self, uids: list[int]) -> None:
+        """Remove mails of the open folder for good: ``\\Deleted``, then UID EXPUNGE (UIDPLUS) so
+        that other mails someone else marked deleted stay; plain EXPUNGE on a server without it."""
+        if uids:
+            await self._call(lambda: self._expunge(uids))
 
     def begin_pass(self) -> None:
         """A look at the folder starts: changes announced from now on mean look again."""
@@ -195,7 +277,7 @@ class ImapSession:
         return await self._call(lambda: fetched(self._client.fetch([uid], items), uid, limit=MAX_FETCH_BYTES))
 
     async def mark_seen(self, uid: int) -> None:
-        """``\\Seen`` on one mail; a refusal is a WatchError of kind ``store``."""
+        """``\\Seen`` on one mail; a refusal is an AccountError of kind ``store``."""
         await self._call(lambda: self._mark_seen(uid))
 
     async def wait_for_change(self, seconds: float) -> None:
@@ -226,7 +308,7 @@ class ImapSession:
     # -- the async side of the worker -----------------------------------------------------------
 
     async def _call(self, work: Callable[[], T]) -> T:
-        """``work`` in the worker thread, after what is already there; its failure is a WatchError."""
+        """``work`` in the worker thread, after what is already there; its failure is an AccountError."""
         loop = asyncio.get_running_loop()
         try:
             return await loop.run_in_executor(self._worker, self._guarded, work)
@@ -268,68 +350,113 @@ class ImapSession:
         return imap
 
     def _connect(self, context: ssl.SSLContext | None) -> None:
-        s = self.settings
+        s = self.account
         self._client = IMAPClient(s.host, port=s.port, ssl=s.security == "ssl", ssl_context=context,
                                   timeout=self._timeout)
         keep_alive(self._client.socket())  # the descriptor stays the same through STARTTLS
         if s.security == "starttls":
             # Never fall back to clear text: the password would cross the network readable.
             if not self._client.has_capability("STARTTLS"):
-                raise WatchError("tls", f"{self.where} does not offer STARTTLS",
-                                 hint=f'use security = "ssl" (usually port 993) in [watches.{self.name}]')
+                raise AccountError("tls", f"{self.where} does not offer STARTTLS",
+                                   hint=f'use security = "ssl" (usually port 993) in [{s.section}]')
             self._client.starttls(context)  # IMAPClient asks CAPABILITY again: the clear text one is void
 
     def _login(self, password: str) -> frozenset[bytes]:
-        client, user = self._client, self.settings.user
+        client, user = self._client, self.account.user
         try:
             if (user + password).isascii():
                 client.login(user, password)
             elif client.has_capability("AUTH=PLAIN"):
                 client.plain_login(user, password)  # SASL PLAIN is UTF-8; imaplib's LOGIN is ASCII only
             else:
-                raise WatchError("login", f"{self.where} offers no AUTH=PLAIN, which a user name or"
-                                          " password beyond ASCII needs", hint=self._login_hint)
+                raise AccountError("login", f"{self.where} offers no AUTH=PLAIN, which a user name or"
+                                            " password beyond ASCII needs", hint=self._login_hint)
         except LoginError as exc:
             if isinstance(exc.__context__, imaplib.IMAP4.abort):  # lost, not refused
                 raise exc.__context__ from None
-            raise WatchError("login", f"{self.where} refused the login of {user!r}: {self._reason(exc)}",
-                             hint=self._login_hint) from None
+            raise AccountError("login", f"{self.where} refused the login of {user!r}: {self._reason(exc)}",
+                               hint=self._login_hint) from None
         return frozenset(bytes(c).upper() for c in client.capabilities())  # IDLE may come only now
 
     @property
     def _login_hint(self) -> str:
-        return (f"check user in [watches.{self.name}] and set the password with"
-                f" `pizzamail keys set watch:{self.name}`")
+        return (f"check user in [{self.account.section}] and set the password with"
+                f" `pizzamail keys set {self.account.secret}`")
 
     def _open_folder(self, folder: str, read_only: bool) -> FolderStatus:
+        account = self.account
+        self._selected = None
         try:
             answer = self._client.select_folder(folder, readonly=read_only)  # EXAMINE when read-only
         except imaplib.IMAP4.readonly:
-            raise WatchError("folder", f"{self.where} opens {folder!r} only read-only",
-                             hint=f"set read_only = true in [watches.{self.name}]") from None
+            fix = f"set read_only = true in [{account.section}]" if account.read_only_setting else None
+            raise AccountError("folder", f"{self.where} opens {folder!r} only read-only", hint=fix) from None
         except imaplib.IMAP4.abort:
             raise
         except imaplib.IMAP4.error as exc:
-            raise WatchError("folder", f"{self.where} cannot open folder {folder!r}: {self._reason(exc)}",
-                             hint=f"check folder in [watches.{self.name}] (`pizzamail watch test"
-                                  f" {self.name}` lists the server's folders)") from None
+            raise AccountError("folder", f"{self.where} cannot open folder {folder!r}: {self._reason(exc)}",
+                               hint=f"check folder in [{account.section}] (`{account.test}` lists the"
+                                    " server's folders)") from None
         uidvalidity, uidnext, exists = folder_status(answer)
         if uidvalidity is None:
-            raise WatchError("protocol", f"{self.where} gave no UIDVALIDITY for {folder!r}")
+            raise AccountError("protocol", f"{self.where} gave no UIDVALIDITY for {folder!r}")
         if uidnext is None:  # optional before IMAP4rev2: one past the highest UID
             uidnext = max(self._search("*"), default=0) + 1
-        return FolderStatus(uidvalidity=uidvalidity, uidnext=uidnext, exists=exists)
+        self._selected = folder
+        return FolderStatus(uidvalidity=uidvalidity, uidnext=uidnext, exists=exists,
+                            highest_modseq=highest_modseq(answer))
 
     def _search(self, uids: str) -> list[int]:
         return [int(uid) for uid in self._client.search(["UID", uids])]
 
     def _mark_seen(self, uid: int) -> None:
+        self._refused_as("store", "STORE", lambda: self._client.add_flags([uid], [SEEN], silent=True))
+
+    def _list_special_use(self) -> list[tuple[object, object, object]]:
+        """LIST with RETURN (SPECIAL-USE) where offered: plain LIST need not carry the attributes."""
+        if not self.offers("SPECIAL-USE"):
+            return cast(list[tuple[object, object, object]], self._client.list_folders())
+        command = "LIST"
+        typ, data = self._imap._simple_command(command, '""', '"*"', "RETURN", "(SPECIAL-USE)")
+        self._client._checkok(command, typ, data)
+        typ, data = self._imap._untagged_response(typ, data, command)
+        return cast(list[tuple[object, object, object]], self._client._proc_folder_list(data))
+
+    def _create(self, folder: str) -> bool:
         try:
-            self._client.add_flags([uid], [SEEN], silent=True)
+            self._client.create_folder(folder)
         except imaplib.IMAP4.abort:
             raise
         except imaplib.IMAP4.error as exc:
-            raise WatchError("store", f"{self.where} refused STORE: {self._reason(exc)}") from None
+            # ALREADYEXISTS (RFC 5530) where the server says so; else whether LIST names it
+            if "ALREADYEXISTS" not in str(exc).upper() and not self._client.folder_exists(folder):
+                raise AccountError("folder", f"{self.where} cannot create folder {folder!r}:"
+                                             f" {self._reason(exc)}") from None
+            return False
+        with contextlib.suppress(imaplib.IMAP4.error):  # unsubscribed it still works; clients hide it
+            self._client.subscribe_folder(folder)
+        return True
+
+    def _append(self, folder: str, raw: bytes, flags: tuple[str, ...]) -> tuple[int, int] | None:
+        answer = self._refused_as("folder", f"APPEND to {folder!r}",
+                                  lambda: self._client.append(folder, raw, flags=flags))
+        return appended_uid(answer)
+
+    def _expunge(self, uids: list[int]) -> None:
+        self._refused_as("store", "STORE", lambda: self._client.add_flags(uids, [DELETED], silent=True))
+        if self.offers("UIDPLUS"):
+            self._refused_as("store", "EXPUNGE", lambda: self._client.uid_expunge(uids))
+        else:
+            self._refused_as("store", "EXPUNGE", lambda: self._client.expunge())
+
+    def _refused_as(self, kind: str, command: str, work: Callable[[], T]) -> T:
+        """``work``, with the server's NO or BAD to it an AccountError of ``kind``."""
+        try:
+            return work()
+        except imaplib.IMAP4.abort:
+            raise
+        except imaplib.IMAP4.error as exc:
+            raise AccountError(kind, f"{self.where} refused {command}: {self._reason(exc)}") from None
 
     def _idle(self, seconds: float) -> None:
         """IDLE (RFC 2177) until new mail is announced, ``seconds`` pass or :meth:`_wake`; then DONE.
@@ -347,7 +474,7 @@ class ImapSession:
         imap.send(b"DONE\r\n")
         result, _ = imap._command_complete("IDLE", tag)
         if result != "OK":
-            raise WatchError("protocol", f"{self.where} ended IDLE with {result}")
+            raise AccountError("protocol", f"{self.where} ended IDLE with {result}")
 
     def _wait(self, seconds: float) -> None:
         deadline = time.monotonic() + seconds
@@ -404,27 +531,28 @@ class ImapSession:
         self._wake_in.close()
         self._wake_out.close()
 
-    def _problem(self, exc: Exception) -> WatchError:
-        if isinstance(exc, WatchError):
+    def _problem(self, exc: Exception) -> AccountError:
+        if isinstance(exc, AccountError):
             return exc
-        where, name = self.where, self.name
+        where, section = self.where, self.account.section
         if isinstance(exc, ssl.SSLCertVerificationError):
-            return WatchError("tls", f"the TLS certificate of {where} is not trusted ({exc.verify_message})",
-                              hint="check host (the certificate must name it); for a server with its own"
-                                   f" certificate, `pizzamail watch test {name} --cafile CERT` checks it")
+            untrusted = f"the TLS certificate of {where} is not trusted ({exc.verify_message})"
+            return AccountError("tls", untrusted,
+                                hint="check host (the certificate must name it); for a server with its own"
+                                     f" certificate, `{self.account.test} --cafile CERT` checks it")
         if isinstance(exc, ssl.SSLError):
-            return WatchError("tls", f"TLS with {where} failed ({exc.reason or exc})",
-                              hint=f"check port and security in [watches.{name}]: 993 is ssl, 143 starttls")
+            return AccountError("tls", f"TLS with {where} failed ({exc.reason or exc})",
+                                hint=f"check port and security in [{section}]: 993 is ssl, 143 starttls")
         if isinstance(exc, TimeoutError) and exc.errno is None:  # the socket timeout, not keepalive's
-            return WatchError("connect", f"{where} did not answer within {self._timeout:g} s",
-                              hint=f"check host and port in [watches.{name}] and that the server is up")
+            return AccountError("connect", f"{where} did not answer within {self._timeout:g} s",
+                                hint=f"check host and port in [{section}] and that the server is up")
         if isinstance(exc, OSError | imaplib.IMAP4.abort):
             reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else self._reason(exc)
             if self._client is not None:
-                return WatchError("connect", f"the connection to {where} was lost ({reason})")
-            return WatchError("connect", f"cannot connect to {where} ({reason})",
-                              hint=f"check host and port in [watches.{name}] and the network")
-        return WatchError("protocol", f"{where}: {self._reason(exc)}")
+                return AccountError("connect", f"the connection to {where} was lost ({reason})")
+            return AccountError("connect", f"cannot connect to {where} ({reason})",
+                                hint=f"check host and port in [{section}] and the network")
+        return AccountError("protocol", f"{where}: {self._reason(exc)}")
 
     def _reason(self, exc: BaseException) -> str:
         """The server's words in a library error, without "select failed: b'...'" around them."""
