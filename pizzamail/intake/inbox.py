@@ -18,12 +18,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from email.message import EmailMessage
 from email.utils import getaddresses
 
 import aiosqlite
 
+from pizzamail.account.wire import Fetched
 from pizzamail.approvals.service import Approvals
 from pizzamail.composer import MailContext
 from pizzamail.config import Config
@@ -40,7 +41,6 @@ from pizzamail.store.mailwriter import add_mail, message_row
 from pizzamail.store.threads import find_message, log_event, thread_for_references
 from pizzamail.triggers.post import TriggerMail, post_task
 from pizzamail.triggers.watch_mail import carried, mail_facts, render, task_subject
-from pizzamail.triggers.watch_wire import Fetched
 
 log = logging.getLogger("pizzamail.intake")
 
@@ -114,6 +114,7 @@ class InboxIntake:
     async def take(self, fetched: Fetched, seen: Seen, sent: SentFolder) -> str:
         """What the mail became, for the log."""
         msg, parsed = await asyncio.to_thread(_parse, fetched.raw)
+        seen = replace(seen, message_id=parsed.message_id)
         to = addressed(msg, self.agents)
         if to is None or (parsed.message_id and await find_message(self.store, parsed.message_id)):
             await passed_over(self.store, seen)
