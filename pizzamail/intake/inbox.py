@@ -92,8 +92,9 @@ def addressed(msg: EmailMessage, agents: frozenset[str]) -> Addressed | None:
 
 
 def _addresses(msg: EmailMessage, *names: str) -> list[str]:
+    """As written: a request's reply address carries its nonce, whose case counts."""
     values = [str(v) for name in names for v in msg.get_all(name) or []]
-    return [addr.lower() for _, addr in getaddresses(values) if "@" in addr]
+    return [addr for _, addr in getaddresses(values) if "@" in addr]
 
 
 @dataclass(kw_only=True)
