@@ -27,6 +27,7 @@ LAYERS: list[set[str]] = [
     {"providers"},
     {"transcript"},
     {"mailbox"},
+    {"remote"},
     {"tools"},
     {"approvals"},
     {"activity"},

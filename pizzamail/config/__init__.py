@@ -27,6 +27,7 @@ from pizzamail.config.agents import (
 )
 from pizzamail.config.checks import POLICIES, SECTION, SERVER_NAME_RE, duration_seconds
 from pizzamail.config.explain import read_toml, validate
+from pizzamail.config.mailbox import ImapAccountSettings, MailboxSettings, check_mailbox, with_plus_addresses
 from pizzamail.config.named import check_name, check_required
 from pizzamail.config.sections import (
     BUILTIN_PROVIDERS,
@@ -68,6 +69,8 @@ __all__ = [
     "ApprovalsSettings",
     "Config",
     "HookSettings",
+    "ImapAccountSettings",
+    "MailboxSettings",
     "McpServerSettings",
     "McpSettings",
     "ProviderSettings",
@@ -97,6 +100,7 @@ __all__ = [
 class Config:
     server: ServerSettings = Field(default_factory=ServerSettings)
     account: AccountSettings = Field(default_factory=AccountSettings)
+    mailbox: MailboxSettings = Field(default_factory=MailboxSettings)
     agent: AgentSettings = Field(default_factory=AgentSettings)
     agents: dict[str, SpecialistSettings] = Field(default_factory=dict)
     runner: RunnerSettings = Field(default_factory=RunnerSettings)
@@ -156,7 +160,8 @@ class Config:
 def parse_config(data: dict[str, Any], *, home: Path | None = None) -> Config:
     """Build a validated :class:`Config` from parsed TOML. An agent's ``instructions_file`` is read
     relative to ``home`` (without one it is not read)."""
-    config = _named_sections(validate(Config, _with_builtin_providers(data)), home)
+    config = _named_sections(validate(Config, with_plus_addresses(_with_builtin_providers(data))), home)
+    check_mailbox(config.mailbox)
     relay = config.relay
     if relay.security == "none" and relay.host and relay.host not in ("127.0.0.1", "::1", "localhost"):
         raise ConfigError("relay.security", "none", "starttls or ssl for a relay beyond loopback")
