@@ -9,13 +9,9 @@ mail program is an imaplib APPEND into Sent. Every wait is a bounded poll on the
 from __future__ import annotations
 
 import asyncio
-import imaplib
-import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from email.message import EmailMessage
-from email.policy import SMTP as SMTP_POLICY
-from email.utils import make_msgid
 
 import pytest
 
@@ -28,16 +24,14 @@ from pizzamail.store.inbox import Taken, find_place, taken
 from pizzamail.store.runs import thread_sources
 from pizzamail.store.threads import list_threads, thread_messages
 from tests.approvals.conftest import Approvals, open_approvals
-from tests.dovecot import PASSWORD, Dovecot, hand_over, private_root, unavailable
+from tests.dovecot import PASSWORD, Dovecot, hand_over, unavailable
 from tests.fakes.openai_server import FakeOpenAI, text
+from tests.inbox.owners import BOT, OWNER, deliver, file_in_sent, owner_mail
 from tests.programs import needs
 from tests.runner.conftest import Harness, harness, secrets  # noqa: F401
 from tests.triggers.watchtools import eventually
 
 pytestmark = needs(unavailable())
-
-OWNER, BOT = "me@example.com", "me+bot@example.com"
-
 
 @pytest.fixture
 def config(fake_openai: FakeOpenAI) -> Config:
@@ -46,17 +40,6 @@ def config(fake_openai: FakeOpenAI) -> Config:
     return Config(account=AccountSettings(user="me", address=OWNER),
                   agent=AgentSettings(address=BOT, max_steps=4, name="Pizza Bot"),
                   runner=RunnerSettings(concurrency=2), providers={"openai": provider})
-
-
-@pytest.fixture
-def dovecot() -> Iterator[Dovecot]:
-    with private_root() as root:
-        server = Dovecot(root=root, special_use=True)
-        server.start()
-        try:
-            yield server
-        finally:
-            server.stop()
 
 
 @asynccontextmanager
@@ -75,29 +58,6 @@ async def reading(approvals: Approvals, dovecot: Dovecot) -> AsyncIterator[Inbox
         except BaseException as exc:
             exc.add_note(f"Dovecot's log ends:\n{dovecot.log()}")
             raise
-
-
-def owner_mail(body: str, *, to: str = BOT, sender: str = OWNER, reply_to: EmailMessage | None = None
-               ) -> EmailMessage:
-    msg = EmailMessage(policy=SMTP_POLICY)
-    msg["From"], msg["To"] = sender, to
-    msg["Subject"] = "Re: " + str(reply_to["Subject"]) if reply_to is not None else body
-    msg["Message-ID"] = make_msgid(domain="client.example")
-    if reply_to is not None:
-        msg["In-Reply-To"] = str(reply_to["Message-ID"])
-    msg.set_content(body)
-    return msg
-
-
-def deliver(dovecot: Dovecot, msg: EmailMessage) -> None:
-    dovecot.deliver(msg.as_bytes(), f"{time.time_ns()}.delivered")
-
-
-def file_in_sent(dovecot: Dovecot, msg: EmailMessage) -> None:
-    """What the owner's mail program does after sending."""
-    with imaplib.IMAP4("127.0.0.1", dovecot.port, timeout=10) as imap:
-        imap.login(OWNER, PASSWORD)
-        imap.append("Sent", "(\\Seen)", None, msg.as_bytes())
 
 
 async def outcome(reader: InboxReader, message_id: str) -> Taken:
