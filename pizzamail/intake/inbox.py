@@ -119,7 +119,7 @@ class InboxIntake:
         to = addressed(msg, self.agents)
         if to is None or (parsed.message_id and await find_message(self.store, parsed.message_id)):
             await passed_over(self.store, seen)
-            return "not for an agent" if to is None else "pizzamail's own mail"
+            return "not for an agent" if to is None else "already in pizzamail (its own, or taken before)"
         verdict = await check_owner(msg, parsed, fetched.raw, owner=self.config.account.address,
                                     approvers=self.approvals.approvers, authserv_id=self.authserv_id,
                                     sent=sent)

@@ -13,10 +13,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from email.message import EmailMessage
 
-import pytest
-
 from pizzamail.account.session import Account
-from pizzamail.config import AccountSettings, AgentSettings, Config, ProviderSettings, RunnerSettings
 from pizzamail.intake.inbox import InboxIntake
 from pizzamail.intake.reader import InboxReader
 from pizzamail.store.actions import held_actions
@@ -32,15 +29,6 @@ from tests.runner.conftest import Harness, harness, secrets  # noqa: F401
 from tests.triggers.watchtools import eventually
 
 pytestmark = needs(unavailable())
-
-@pytest.fixture
-def config(fake_openai: FakeOpenAI) -> Config:
-    provider = ProviderSettings(base_url=fake_openai.base_url, key_env="OPENAI_API_KEY", max_retries=2,
-                                timeout=30.0)
-    return Config(account=AccountSettings(user="me", address=OWNER),
-                  agent=AgentSettings(address=BOT, max_steps=4, name="Pizza Bot"),
-                  runner=RunnerSettings(concurrency=2), providers={"openai": provider})
-
 
 @asynccontextmanager
 async def reading(approvals: Approvals, dovecot: Dovecot) -> AsyncIterator[InboxReader]:
