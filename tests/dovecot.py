@@ -68,38 +68,40 @@ def private_root() -> Iterator[Path]:
         yield Path(root)
 
 
-#: the folders of a typical account, marked by SPECIAL-USE (RFC 6154) as a provider marks them
-SPECIAL_USE_FOLDERS = """\
-namespace inbox {
+def special_use_folders(drafts: str = "Drafts") -> str:
+    """The folders of a typical account, marked by SPECIAL-USE (RFC 6154) as a provider marks them;
+    ``drafts`` names the Drafts folder (a localised account has "Brouillons", say)."""
+    return f"""\
+namespace inbox {{
   inbox = yes
   separator = /
-  mailbox Drafts {
+  mailbox "{drafts}" {{
     special_use = \\Drafts
     auto = subscribe
-  }
-  mailbox Sent {
+  }}
+  mailbox Sent {{
     special_use = \\Sent
     auto = subscribe
-  }
-  mailbox Trash {
+  }}
+  mailbox Trash {{
     special_use = \\Trash
     auto = create
-  }
-}
+  }}
+}}
 """
 
 
 def write_config(
     root: Path, maildir: Path, port: int, *, password: str = PASSWORD, idle_check_seconds: int = 30,
-    special_use: bool = False,
+    special_use: bool = False, drafts: str = "Drafts",
 ) -> Path:
     """``root``/dovecot.conf: IMAP on 127.0.0.1:``port`` serving ``maildir`` as INBOX; its runtime
     files, state, the mail user's home and ``dovecot.log`` under ``root`` too.
 
     In IDLE Dovecot hears of new mail through inotify, and looks anyway every ``idle_check_seconds``
     (its default 30): when inotify is out of instances (a per-user limit, shared with every other
-    program of that user), that look is all there is. ``special_use`` adds Drafts, Sent and Trash,
-    marked as such, with ``/`` between folder levels."""
+    program of that user), that look is all there is. ``special_use`` adds Drafts (named ``drafts``),
+    Sent and Trash, marked as such, with ``/`` between folder levels."""
     me = mail_user()
     if os.getuid() == 0:
         internal = "dovecot" if _user_exists("dovecot") else "root"
@@ -146,7 +148,7 @@ service anvil {{
 service imap-login {{
   chroot =
 }}
-{SPECIAL_USE_FOLDERS if special_use else ""}""")
+{special_use_folders(drafts) if special_use else ""}""")
     return conf
 
 
@@ -220,6 +222,7 @@ class Dovecot:
     root: Path
     port: int = 0
     special_use: bool = False
+    drafts: str = "Drafts"
     proc: subprocess.Popen[bytes] | None = field(default=None, repr=False)
 
     @property
@@ -231,7 +234,7 @@ class Dovecot:
             (self.maildir / sub).mkdir(parents=True, exist_ok=True)
         self.port = self.port or free_port()
         config = write_config(self.root, self.maildir, self.port, idle_check_seconds=1,
-                              special_use=self.special_use)
+                              special_use=self.special_use, drafts=self.drafts)
         hand_over(self.maildir)
         self.proc = launch(config, self.port)
 

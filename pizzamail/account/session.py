@@ -37,9 +37,10 @@ import selectors
 import socket
 import ssl
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, TypeVar, cast
 
 from imapclient import DELETED, SEEN, IMAPClient  # type: ignore[import-untyped]  # IMAPClient ships no py.typed
@@ -235,11 +236,13 @@ class ImapSession:
         return await self._call(lambda: self._create(folder))
 
     async def append(
-        self, folder: str, raw: bytes, *, flags: tuple[str, ...] = ()
+        self, folder: str, raw: bytes, *, flags: Iterable[str] = (), when: datetime | None = None
     ) -> tuple[int, int] | None:
-        """APPEND ``raw`` to ``folder`` (open or not): its (UIDVALIDITY, UID) when the server says
-        (UIDPLUS), else None. Not idempotent by itself: look first with :meth:`search_header`."""
-        return await self._call(lambda: self._append(folder, raw, flags))
+        """APPEND ``raw`` to ``folder`` (open or not), ``when`` its INTERNALDATE: its (UIDVALIDITY,
+        UID) when the server says (UIDPLUS), else None. Not idempotent by itself: look first with
+        :meth:`search_header`."""
+        flag_list = list(flags)
+        return await self._call(lambda: self._append(folder, raw, flag_list, when))
 
     async def search_header(self, field: str, value: str) -> list[int]:
         """UIDs in the open folder whose header ``field`` contains ``value`` (UID SEARCH HEADER)."""
@@ -437,9 +440,11 @@ class ImapSession:
             self._client.subscribe_folder(folder)
         return True
 
-    def _append(self, folder: str, raw: bytes, flags: tuple[str, ...]) -> tuple[int, int] | None:
+    def _append(
+        self, folder: str, raw: bytes, flags: list[str], when: datetime | None
+    ) -> tuple[int, int] | None:
         answer = self._refused_as("folder", f"APPEND to {folder!r}",
-                                  lambda: self._client.append(folder, raw, flags=flags))
+                                  lambda: self._client.append(folder, raw, flags=flags, msg_time=when))
         return appended_uid(answer)
 
     def _expunge(self, uids: list[int]) -> None:

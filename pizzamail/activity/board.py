@@ -30,7 +30,7 @@ from pizzamail.activity.status import (
 )
 from pizzamail.composer import Composer
 from pizzamail.config import Config
-from pizzamail.mailbox import Mailbox
+from pizzamail.mailbox.writing import MailFolders
 from pizzamail.store import Store
 from pizzamail.store.activity import BoardRun, board_runs, progress_notes
 from pizzamail.store.blobs import BlobStore
@@ -44,7 +44,7 @@ class Board:
     """Brings ``Activity`` in line with the runs, one :meth:`sync` at a time."""
 
     store: Store
-    mailbox: Mailbox
+    mailbox: MailFolders
     blobs: BlobStore
     composer: Composer
     config: Config

@@ -25,7 +25,7 @@ from pizzamail.approvals.ledger import apply_decision
 from pizzamail.approvals.release import Waiting
 from pizzamail.approvals.shown import explain, shown_arguments
 from pizzamail.composer import Composed, Composer, MailContext
-from pizzamail.mailbox import Mailbox
+from pizzamail.mailbox.writing import MailFolders
 from pizzamail.store import Store
 from pizzamail.store.actions import HeldAction, forget_copies, record_copy, waiting_actions
 from pizzamail.store.blobs import BlobStore
@@ -121,7 +121,7 @@ def copy_name(action: HeldAction) -> str:
     return f"approval.{action.id}.{digest}.pizzamail"
 
 
-async def sync_action_folder(store: Store, mailbox: Mailbox, blobs: BlobStore, *, owner: str) -> bool:
+async def sync_action_folder(store: Store, mailbox: MailFolders, blobs: BlobStore, *, owner: str) -> bool:
     """Make ``Action`` hold exactly the waiting requests; returns True if an action was ignored
     (its run is queued again)."""
     folder = await mailbox.folder(ACTION_FOLDER) or await mailbox.create_folder(ACTION_FOLDER)
@@ -162,7 +162,7 @@ async def _ignore(store: Store, action: HeldAction, owner: str) -> bool:
     return applied.applied
 
 
-async def _deliver_copy(store: Store, mailbox: Mailbox, blobs: BlobStore, *, folder_name: str,
+async def _deliver_copy(store: Store, mailbox: MailFolders, blobs: BlobStore, *, folder_name: str,
                         action: HeldAction, name: str) -> None:
     request = await find_message(store, action.request_message_id or "")
     if request is None:

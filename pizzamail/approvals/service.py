@@ -39,7 +39,7 @@ from pizzamail.composer import Composed, Composer, MailContext
 from pizzamail.config import Config
 from pizzamail.errors import RunError
 from pizzamail.mail.parse import ParsedMail
-from pizzamail.mailbox import Mailbox
+from pizzamail.mailbox.writing import MailFolders
 from pizzamail.providers.types import ToolCall
 from pizzamail.secrets import SecretStore
 from pizzamail.store import Store
@@ -63,7 +63,7 @@ def _utcnow() -> datetime:
 class Approvals:
     store: Store
     blobs: BlobStore
-    mailbox: Mailbox
+    mailbox: MailFolders
     config: Config
     composer: Composer
     file_mail: Callable[[], Awaitable[object]]

@@ -1,6 +1,8 @@
 """The mailbox: Maildir++ folders and the mail index IMAP serves from.
 
 - :mod:`~pizzamail.mailbox.index`: :class:`MailIndex`, the interface the IMAP server talks to
+- :mod:`~pizzamail.mailbox.writing`: :class:`MailFolders`, what filing, the Action folder and the
+  Activity board need of a mailbox (also provided by :mod:`pizzamail.remote` in IMAP mode)
 - :mod:`~pizzamail.mailbox.box`: :class:`Mailbox`, Maildir files indexed in the store (``serve``)
 - :mod:`~pizzamail.mailbox.memory`: :class:`MemoryMailbox`, everything in dicts (transcript tests)
 - :mod:`~pizzamail.mailbox.maildir`: the files themselves; :mod:`~pizzamail.mailbox.filing`: stored
@@ -13,7 +15,8 @@ from pizzamail.mailbox.box import Mailbox
 from pizzamail.mailbox.folders import STANDARD_FOLDERS
 from pizzamail.mailbox.index import MailIndex
 from pizzamail.mailbox.maildir import message_base
+from pizzamail.mailbox.writing import MailFolders, PlacedMail
 from pizzamail.store.mailindex import Counts, Folder, MailRow, Structures
 
-__all__ = ["STANDARD_FOLDERS", "Counts", "Folder", "MailIndex", "MailRow", "Mailbox", "Structures",
-           "message_base"]
+__all__ = ["STANDARD_FOLDERS", "Counts", "Folder", "MailFolders", "MailIndex", "MailRow", "Mailbox",
+           "PlacedMail", "Structures", "message_base"]

@@ -12,13 +12,13 @@ import asyncio
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from pizzamail.mailbox.box import Mailbox
 from pizzamail.mailbox.maildir import message_base
+from pizzamail.mailbox.writing import MailFolders
 from pizzamail.store.blobs import BlobStore
 from pizzamail.store.mailindex import unfiled
 
 
-async def file_pending(mailbox: Mailbox, blobs: BlobStore) -> int:
+async def file_pending(mailbox: MailFolders, blobs: BlobStore) -> int:
     """File every unfiled message; returns how many were filed."""
     rows = await unfiled(mailbox.store)
     for row in rows:
@@ -40,7 +40,7 @@ class Filer:
     """Runs :func:`file_pending` one pass at a time: two passes at once could both see a row
     as unfiled and index it twice. A service shares one Filer between everything that files."""
 
-    mailbox: Mailbox
+    mailbox: MailFolders
     blobs: BlobStore
     _lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 

@@ -23,8 +23,8 @@ from pizzamail.composer import Composed, Composer, MailContext
 from pizzamail.config import Agent, Config
 from pizzamail.errors import PizzamailError, ProviderNotConfigured, RunError
 from pizzamail.logs import in_run
-from pizzamail.mailbox import Mailbox
 from pizzamail.mailbox.filing import Filer
+from pizzamail.mailbox.writing import MailFolders
 from pizzamail.providers.registry import select_provider
 from pizzamail.providers.types import Message, Provider, Response, ToolCall
 from pizzamail.runner.delegation import Delegation
@@ -69,7 +69,7 @@ def _utcnow() -> datetime:
 @dataclass(kw_only=True)
 class Runner:
     store: Store
-    mailbox: Mailbox
+    mailbox: MailFolders
     blobs: BlobStore
     config: Config
     provider_factory: Callable[[], Provider] | None = None

@@ -288,7 +288,7 @@ async def add_mail(
           message_ref) for n, f in enumerate(files)],
     )
     if message_ref is not None:
-        await _mark_filed(db, message_ref)
+        await mark_filed(db, message_ref)
     return list(range(first, first + len(files)))
 
 
@@ -296,10 +296,11 @@ async def link_mail(db: aiosqlite.Connection, folder_id: int, uid: int, message_
     """An indexed file is the copy of a stored message, which counts as filed."""
     await db.execute("UPDATE mail SET message_ref = ? WHERE folder_id = ? AND uid = ?",
                      (message_ref, folder_id, uid))
-    await _mark_filed(db, message_ref)
+    await mark_filed(db, message_ref)
 
 
-async def _mark_filed(db: aiosqlite.Connection, message_ref: int) -> None:
+async def mark_filed(db: aiosqlite.Connection, message_ref: int) -> None:
+    """The stored message has its copy in its folder."""
     await db.execute("UPDATE messages SET filed = 1 WHERE id = ?", (message_ref,))
 
 

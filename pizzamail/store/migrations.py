@@ -423,11 +423,34 @@ MIGRATIONS: list[tuple[str, str]] = [
             uid INTEGER NOT NULL,
             message_id TEXT,
             outcome TEXT NOT NULL,
-            thread_id INTEGER REFERENCES threads(id),
             handled_at TEXT NOT NULL,
             UNIQUE (mailbox, uidvalidity, uid)
         );
         CREATE INDEX account_mail_message_id ON account_mail(message_id)
+        """,
+    ),
+    (
+        # The user's own IMAP account ([mailbox] mode = "imap"): each of pizzamail's folders there
+        # (its name at the account and UIDVALIDITY), and each mail pizzamail APPENDed, by the name its
+        # writer gave it. A mail is written down before its APPEND (uid NULL) and its UID after, so a
+        # crash in between is resolved by a search for its Message-ID, never by a second APPEND.
+        "023_remote_mail",
+        """
+        CREATE TABLE remote_folders(
+            id INTEGER PRIMARY KEY,
+            account TEXT NOT NULL,
+            name TEXT NOT NULL,
+            remote TEXT NOT NULL,
+            uidvalidity INTEGER NOT NULL,
+            UNIQUE (account, name)
+        );
+        CREATE TABLE remote_mail(
+            folder_id INTEGER NOT NULL REFERENCES remote_folders(id) ON DELETE CASCADE,
+            name TEXT NOT NULL,
+            message_id TEXT NOT NULL,
+            uid INTEGER,
+            PRIMARY KEY (folder_id, name)
+        )
         """,
     ),
 ]
