@@ -9,9 +9,8 @@ from pathlib import Path
 
 import click
 
-from pizzamail.account.session import Account, client_context
+from pizzamail.account.session import client_context
 from pizzamail.cli.app import App
-from pizzamail.errors import SecretMissing
 
 #: how a finding is marked: shown to work, shown not to, not shown either way yet
 MARKS = {True: "ok  ", False: "FIX ", None: "?   "}
@@ -29,22 +28,18 @@ def mailbox() -> None:
 def test(app: App, cafile: Path | None) -> None:
     """Log in, look at INBOX, Sent and Drafts (read-only) and say what works and what to fix."""
     from pizzamail.intake.probe import Owner, probe_mailbox
+    from pizzamail.remote.account import mailbox_account, mailbox_password
 
     config = app.config
     if config.mailbox.mode != "imap":
         raise click.ClickException('[mailbox] mode is "local" (pizzamail\'s own servers); set mode = "imap"'
                                    " and [mailbox.imap] in config.toml to use your own account")
     settings = config.mailbox.imap
-    password = app.secrets.get("mailbox")
-    if not password:
-        raise SecretMissing("mailbox", "pizzamail keys set mailbox")
-    account = Account(name="mailbox", host=settings.host, port=settings.port, security=settings.security,
-                      user=settings.user, section="mailbox.imap", secret="mailbox",
-                      test="pizzamail mailbox test")
+    password = mailbox_password(app.secrets)
     owner = Owner(address=config.account.address, agents=tuple(a.address for a in config.all_agents()),
                   authserv_id=settings.authserv_id)
     tls = client_context(str(cafile)) if cafile else None
-    findings = asyncio.run(probe_mailbox(account, password, owner, tls=tls))
+    findings = asyncio.run(probe_mailbox(mailbox_account(settings), password, owner, tls=tls))
     for finding in findings:
         click.echo(MARKS[finding.ok] + finding.what)
         if finding.fix:

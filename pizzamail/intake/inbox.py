@@ -105,8 +105,6 @@ class InboxIntake:
     blobs: BlobStore
     config: Config
     approvals: Approvals
-    authserv_id: str = ""
-    """the receiving server whose Authentication-Results are trusted (empty: none are)"""
 
     @property
     def agents(self) -> frozenset[str]:
@@ -121,7 +119,8 @@ class InboxIntake:
             await passed_over(self.store, seen)
             return "not for an agent" if to is None else "already in pizzamail (its own, or taken before)"
         verdict = await check_owner(msg, parsed, fetched.raw, owner=self.config.account.address,
-                                    approvers=self.approvals.approvers, authserv_id=self.authserv_id,
+                                    approvers=self.approvals.approvers,
+                                    authserv_id=self.config.mailbox.imap.authserv_id,
                                     sent=sent)
         if not verdict.owner:
             return await self._outsider(fetched, msg, parsed, seen, to, verdict)

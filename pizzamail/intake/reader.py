@@ -21,10 +21,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from pizzamail.account.session import Account, AccountError, FolderStatus, ImapSession
+from pizzamail.approvals.service import Approvals
+from pizzamail.config import Config
 from pizzamail.intake.inbox import InboxIntake
 from pizzamail.mail.ids import bare, first_id
 from pizzamail.mail.parse import header_text, parse_bytes
+from pizzamail.remote.account import mailbox_account, mailbox_password
+from pizzamail.secrets import SecretStore
 from pizzamail.store import Store
+from pizzamail.store.blobs import BlobStore
 from pizzamail.store.inbox import Place, Seen, find_place, passed_over, start_at
 
 log = logging.getLogger("pizzamail.intake")
@@ -81,8 +86,9 @@ class InboxReader:
     intake: InboxIntake
     store: Store
     account: Account
-    password: Callable[[], str | None]
-    """the account's password (the keyring's ``mailbox`` entry), looked up at every connect"""
+    password: Callable[[], str]
+    """the account's password (the keyring's ``mailbox`` entry), looked up at every connect; its
+    absence is an :class:`AccountError` of kind ``password``"""
     tls: ssl.SSLContext | None = None
     """None: certificates are checked against the system's trusted CAs"""
     retry_initial: float = 5.0
@@ -140,10 +146,6 @@ class InboxReader:
 
     async def _read(self) -> None:
         password = self.password()
-        if not password:
-            a = self.account
-            raise AccountError("password", f"the mailbox {a.user}@{a.host} has no password",
-                               hint=f"set it with `pizzamail keys set {a.secret}`")
         async with await self._session(password) as inbox, await self._session(password) as other:
             sent = SentCopies(session=other, folder=(await other.special_folders()).get("\\Sent"),
                               waits=self.sent_waits)
@@ -208,3 +210,12 @@ class InboxReader:
         if problem.outcome != self._problem:
             self._problem = problem.outcome
             log.warning("mailbox: %s", problem.outcome)
+
+
+def inbox_reader(config: Config, *, store: Store, blobs: BlobStore, approvals: Approvals,
+                 secrets: SecretStore, tls: ssl.SSLContext | None = None) -> InboxReader:
+    """The part ``serve`` runs in IMAP mode: ``[mailbox.imap]``'s INBOX, its password from the keyring."""
+    intake = InboxIntake(store=store, blobs=blobs, config=config, approvals=approvals)
+    account = mailbox_account(config.mailbox.imap, name="mailbox-inbox")
+    return InboxReader(intake=intake, store=store, account=account, tls=tls,
+                       password=lambda: mailbox_password(secrets))
