@@ -36,9 +36,9 @@ from pizzamail.mail.parse import ParsedMail, parse_bytes, parsed_mail
 from pizzamail.store import Store
 from pizzamail.store.actions import HeldAction
 from pizzamail.store.blobs import BlobStore
-from pizzamail.store.inbox import Claim, Seen, claim, claimer, passed_over
+from pizzamail.store.inbox import Seen, claim, claimer, passed_over
 from pizzamail.store.mailwriter import add_mail, message_row
-from pizzamail.store.threads import find_message, log_event, thread_for_references
+from pizzamail.store.threads import find_message, log_event, thread_for_references, thread_subject
 from pizzamail.triggers.post import TriggerMail, post_task
 from pizzamail.triggers.watch_mail import carried, mail_facts, render, task_subject
 
@@ -134,17 +134,17 @@ class InboxIntake:
         action = await self.approvals.routed(msg, list(to.recipients))
         if action is not None:
             decided = await self.approvals.decide(raw, parsed, msg, action=action, sender=to.agent,
-                                                  claim=self._claim(seen, "decision"))
+                                                  claim=claimer(seen, outcome="decision"))
             return "taken before" if decided.duplicate else f"decision on action {action.id}"
         thread_id = await thread_for_references(self.store, parsed.thread_refs())
         if thread_id is not None and await self.approvals.stops(msg, parsed.sender or ""):
             stopped = await record_stop(self.store, self.blobs, self.approvals.composer, raw, parsed,
                                         thread_id=thread_id, bot=to.agent, domain=self.config.domain,
-                                        claim=self._claim(seen, "stop"))
+                                        claim=claimer(seen, outcome="stop"))
             return "taken before" if stopped.duplicate else f"stop in thread {thread_id}"
         stored = await store_task(self.store, self.blobs, raw, parsed, agent=to.agent,
                                   domain=self.config.domain, runs=to.runs,
-                                  claim=self._claim(seen, "task" if to.runs else "noted"))
+                                  claim=claimer(seen, outcome="task" if to.runs else "noted"))
         if stored.duplicate:
             return "taken before"
         return f"task: run {stored.run_id}" if to.runs else f"recorded in thread {stored.thread_id}"
@@ -177,21 +177,22 @@ class InboxIntake:
         """Recorded, never applied; the owner hears of it in the request's thread, in case it was
         their own reply whose copy their mail program did not keep in Sent."""
         by = parsed.sender or "an unknown sender"
+        subject = await thread_subject(self.store, action.thread_id)  # not the stranger's words
         async with self.store.write() as db:
             if not await claim(db, seen, outcome=f"refused decision on action {action.id} ({verdict.why})"):
                 return "taken before"
             await log_event(db, "approval.refused", thread_id=action.thread_id, run_id=action.run_id,
                             action=action.id, by=by, why=verdict.why)
-            await self._tell_owner(db, action, parsed, agent, text=(
+            await self._tell_owner(db, action, subject, agent, text=(
                 f"A reply from {by} to the request for action {action.id} ({action.label}) decided nothing:"
                 f" it could not be shown to be yours ({verdict.why}). If it was yours, send it again from"
                 " a mail program that keeps what it sends in your Sent folder."))
         log.warning("refused a decision on action %d from %s: %s", action.id, by, verdict.why)
         return f"refused decision on action {action.id}"
 
-    async def _tell_owner(self, db: aiosqlite.Connection, action: HeldAction, parsed: ParsedMail, agent: str,
+    async def _tell_owner(self, db: aiosqlite.Connection, action: HeldAction, subject: str, agent: str,
                           *, text: str) -> None:
-        ctx = MailContext(thread_id=action.thread_id, run_id=action.run_id, subject=parsed.subject,
+        ctx = MailContext(thread_id=action.thread_id, run_id=action.run_id, subject=subject,
                           in_reply_to=action.request_message_id, references=[],
                           agent=self.config.agent_at(agent))
         mail = self.approvals.composer.decision_reply(ctx, text)
@@ -204,9 +205,6 @@ class InboxIntake:
             await claim(db, seen, outcome=f"refused: {why}")
         log.warning("mailbox: UID %d refused: %s", seen.uid, why)
         return f"refused: {why}"
-
-    def _claim(self, seen: Seen, outcome: str) -> Claim:
-        return claimer(seen, outcome=outcome)
 
 
 def _parse(raw: bytes) -> tuple[EmailMessage, ParsedMail]:
