@@ -1,7 +1,8 @@
 """A mail from the owner's own INBOX (``[mailbox] mode = "imap"``), taken like SMTP intake takes one.
 
 Only mail to an agent's address (``me+bot@example.com``, a request's ``me+bot+NONCE@…``) is
-pizzamail's; the rest of the inbox is the owner's business and is passed over unread. A mail
+pizzamail's; the rest of the inbox is the owner's business and is passed over unread (only its
+addressing headers are fetched: :meth:`InboxIntake.for_an_agent`). A mail
 pizzamail wrote itself (its Message-ID is in the store) is passed over too.
 
 The owner's mail (:mod:`.owner`: found in Sent, or vouched for by Authentication-Results) goes the
@@ -46,6 +47,8 @@ log = logging.getLogger("pizzamail.intake")
 
 #: headers naming who a mail reached besides To and Cc (a Bcc), as receiving servers add them
 DELIVERY_HEADERS = ("Delivered-To", "X-Original-To", "Envelope-To")
+#: all a mail's addressing: what is fetched of every new mail to see whether it is pizzamail's
+ADDRESS_HEADERS = ("To", "Cc", *DELIVERY_HEADERS)
 #: text of an outsider's mail handed to its triage run at most
 MAX_TRIAGE_CHARS = 20000
 
@@ -91,6 +94,11 @@ def addressed(msg: EmailMessage, agents: frozenset[str]) -> Addressed | None:
     return None
 
 
+def reaches_an_agent(header: bytes, agents: frozenset[str]) -> bool:
+    """Whether header lines (:data:`ADDRESS_HEADERS` as a fetch brings them) address an agent."""
+    return addressed(parse_bytes(header.rstrip(b"\r\n") + b"\r\n\r\n"), agents) is not None
+
+
 def _addresses(msg: EmailMessage, *names: str) -> list[str]:
     """As written: a request's reply address carries its nonce, whose case counts."""
     values = [str(v) for name in names for v in msg.get_all(name) or []]
@@ -109,6 +117,11 @@ class InboxIntake:
     @property
     def agents(self) -> frozenset[str]:
         return frozenset(a.address.lower() for a in self.config.all_agents())
+
+    def for_an_agent(self, header: bytes) -> bool:
+        """Whether a mail whose :data:`ADDRESS_HEADERS` are ``header`` reaches an agent: only then is
+        the whole mail fetched (the owner's other mail stays unread)."""
+        return reaches_an_agent(header, self.agents)
 
     async def take(self, fetched: Fetched, seen: Seen, sent: SentFolder) -> str:
         """What the mail became, for the log."""

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pizzamail.account.session import Account, AccountError, FolderStatus, ImapSession
 from pizzamail.approvals.service import Approvals
 from pizzamail.config import Config
-from pizzamail.intake.inbox import InboxIntake
+from pizzamail.intake.inbox import ADDRESS_HEADERS, InboxIntake
 from pizzamail.mail.ids import bare, first_id
 from pizzamail.mail.parse import header_text, parse_bytes
 from pizzamail.remote.account import mailbox_account, mailbox_password
@@ -199,8 +199,9 @@ class InboxReader:
 
     async def _take(self, inbox: ImapSession, uidvalidity: int, uid: int, sent: SentCopies) -> None:
         seen = Seen(mailbox=self.mailbox, folder=INBOX, uidvalidity=uidvalidity, uid=uid, message_id=None)
-        fetched = await inbox.fetch(uid)
-        if fetched is None:  # expunged before we got to it
+        header = (await inbox.headers([uid], ADDRESS_HEADERS)).get(uid)
+        fetched = await inbox.fetch(uid) if header is not None and self.intake.for_an_agent(header) else None
+        if fetched is None:  # not pizzamail's, or expunged before we got to it
             await passed_over(self.store, seen)
             return
         outcome = await self.intake.take(fetched, seen, sent)

@@ -7,7 +7,7 @@ from email.message import EmailMessage
 
 from pizzamail.approvals.decide import plus_token
 from pizzamail.config import Config
-from pizzamail.intake.inbox import addressed, agent_reached
+from pizzamail.intake.inbox import addressed, agent_reached, reaches_an_agent
 from pizzamail.mail.parse import parse_bytes
 from pizzamail.triggers.policy import OUTSIDE_DEFAULT, on_outside_content, run_rules
 
@@ -52,3 +52,10 @@ def test_an_outsiders_mail_runs_under_the_outsider_rules() -> None:
     source = "mailbox:me+bot@example.com"
     assert run_rules(Config(), sender="me@example.com", sources=[source]) == (OUTSIDE_DEFAULT,)
     assert on_outside_content([source])
+
+
+def test_the_addressing_headers_alone_say_whether_a_mail_is_fetched() -> None:
+    assert not reaches_an_agent(b"To: me@example.com\r\nCc: Ann <ann@example.net>\r\n\r\n", AGENTS)
+    assert reaches_an_agent(b"To: me@example.com\r\nDelivered-To: me+bot@example.com\r\n", AGENTS)
+    assert reaches_an_agent(b"Cc: me+research+n1@example.com", AGENTS)
+    assert not reaches_an_agent(b"", AGENTS)
