@@ -3,11 +3,12 @@
 Parts start in order inside an ``AsyncExitStack`` (store, mailbox, filing, the Action folder's sync,
 the Activity board, MCP servers, scheduler, runner, approvals sweep, SMTP/IMAP/HTTP, watches) and
 stop in reverse when the stack is left, so a signal or an error leaves nothing running and no file
-half written. Parts never call each other back: they follow the store's commit events (a message
-added is filed, a queued run wakes the runner, a changed schedule wakes the scheduler, a decided
-action updates the Action folder, a run that moves updates the Activity board). Every port is
-bound first: a port taken by another program stops the start before the store is opened or a run
-resumed.
+half written. With ``[mailbox] mode = "imap"`` the mailbox is the user's own IMAP account
+(:class:`~pizzamail.remote.box.RemoteMailbox`) and no SMTP or IMAP port is opened: only HTTP.
+Parts never call each other back: they follow the store's commit events (a message added is filed,
+a queued run wakes the runner, a changed schedule wakes the scheduler, a decided action updates the
+Action folder, a run that moves updates the Activity board). Every port is bound first: a port
+taken by another program stops the start before the store is opened or a run resumed.
 """
 
 from __future__ import annotations
@@ -38,6 +39,8 @@ from pizzamail.mailbox import Mailbox
 from pizzamail.mailbox.demo import seed_demo_data
 from pizzamail.mailbox.filing import Filer
 from pizzamail.onboard import Listeners
+from pizzamail.remote.account import mailbox_password
+from pizzamail.remote.box import RemoteMailbox
 from pizzamail.runner import Runner
 from pizzamail.secrets import SecretStore
 from pizzamail.skills.tools import SkillSource
@@ -67,10 +70,11 @@ class Listening:
 
 @dataclass(frozen=True, kw_only=True)
 class Sockets:
-    """The listening sockets of the ``[server]`` ports, bound before any part starts."""
+    """The listening sockets of the ``[server]`` ports, bound before any part starts; no SMTP or
+    IMAP ones in IMAP mode (the user's own account is the mailbox)."""
 
-    smtp: socket.socket
-    imap: socket.socket
+    smtp: socket.socket | None
+    imap: socket.socket | None
     imaps: socket.socket | None
     http: socket.socket
 
@@ -121,9 +125,16 @@ class Service:
                 raise
             raise refusal from None
 
+    @property
+    def local(self) -> bool:
+        """pizzamail's own SMTP and IMAP servers hold the mail (``[mailbox] mode = "local"``)."""
+        return self.config.mailbox.mode == "local"
+
     def _bind(self, stack: AsyncExitStack) -> Sockets:
-        return Sockets(smtp=self._listen(stack, "smtp_port"), imap=self._listen(stack, "imap_port"),
-                       imaps=self._listen(stack, "imaps_port") if self.tls else None,
+        local = self.local
+        return Sockets(smtp=self._listen(stack, "smtp_port") if local else None,
+                       imap=self._listen(stack, "imap_port") if local else None,
+                       imaps=self._listen(stack, "imaps_port") if local and self.tls else None,
                        http=self._listen(stack, "http_port"))
 
     def _listen(self, stack: AsyncExitStack, key: str) -> socket.socket:
@@ -140,13 +151,14 @@ class Service:
     async def _start(self, stack: AsyncExitStack, sockets: Sockets) -> Listening:
         store = await stack.enter_async_context(Store(path=self.home.database))
         blobs = BlobStore(root=self.home.blobs)
-        mailbox = await Mailbox(root=self.home.maildir, store=store).open()
+        local = await Mailbox(root=self.home.maildir, store=store).open() if self.local else None
+        mailbox = local or await self._remote(stack, store)
         filer = Filer(mailbox=mailbox, blobs=blobs)
         filed = await filer.run()
         if filed:
             log.info("filed %d message(s) left unfiled by the last run", filed)
-        if self.demo_data:
-            log.info("demo data: %d sample message(s) added", await seed_demo_data(mailbox))
+        if self.demo_data and local is not None:  # sample mail is for pizzamail's own mailbox only
+            log.info("demo data: %d sample message(s) added", await seed_demo_data(local))
         composer = Composer(config=self.config)
         hub = McpHub(settings=self.config.mcp, secrets=self.secrets, log_dir=self.home.logs,
                      cwd=self.home.root, rules=self.config.tools.policy)
@@ -160,8 +172,9 @@ class Service:
         # before IMAP serves: a request copy a crash left unrecorded is recorded before the user
         # can delete it (a deletion means "ignore" only for a copy known to have been delivered)
         await approvals.sweep()
-        servers = Servers(config=self.config, tls=self.tls, sockets=sockets, gate=self._gate, mailbox=mailbox,
-                          accounts=self.accounts(), intake=self._intake(store, blobs, approvals),
+        served = LocalMail(mailbox=local, accounts=self.accounts(),
+                           intake=self._intake(store, blobs, approvals)) if local is not None else None
+        servers = Servers(config=self.config, tls=self.tls, sockets=sockets, gate=self._gate, local=served,
                           hooks=Hooks(store=store, blobs=blobs, config=self.config, secrets=self.secrets))
         for part in (
             Follow(events=store.events, kinds=(MessageAdded,), work=filer.run, name="filing"),
@@ -184,6 +197,12 @@ class Service:
                      f" ({connection.error})" if connection.error else "")
         assert servers.listening is not None
         return servers.listening
+
+    async def _remote(self, stack: AsyncExitStack, store: Store) -> RemoteMailbox:
+        """The user's own account, logged in (a problem stops the start, naming its fix)."""
+        remote = RemoteMailbox(store=store, settings=self.config.mailbox.imap,
+                               password=mailbox_password(self.secrets))
+        return await stack.enter_async_context(await remote.open())
 
     def _tools(self, store: Store, blobs: BlobStore, composer: Composer, hub: McpHub) -> ToolRegistry:
         """Built-ins, skills, then MCP servers."""
@@ -217,18 +236,25 @@ class Service:
         write_private(self.home.state_file, json.dumps(state).encode())
 
 
+@dataclass(frozen=True, kw_only=True)
+class LocalMail:
+    """What pizzamail's own SMTP and IMAP servers serve (``[mailbox] mode = "local"``)."""
+
+    mailbox: Mailbox
+    accounts: Accounts
+    intake: IntakeHandler
+
+
 @dataclass(kw_only=True)
 class Servers:
     """SMTP, IMAP and HTTP: serving their sockets (bound before any part starts) from entering the
-    part to leaving it."""
+    part to leaving it. Without ``local`` mail (IMAP mode), HTTP only."""
 
     config: Config
     tls: ssl.SSLContext | None
     sockets: Sockets
     gate: Gate
-    mailbox: Mailbox
-    accounts: Accounts
-    intake: IntakeHandler
+    local: LocalMail | None
     hooks: Hooks
     listening: Listening | None = None
     _stack: AsyncExitStack = field(default_factory=AsyncExitStack)
@@ -245,22 +271,31 @@ class Servers:
         await self._stack.aclose()
 
     async def _listen(self) -> Listening:
-        settings, tls = self.config.server, self.tls
+        host = self.config.server.host
+        mail = await self._mail_servers()
+        http = await start_http_server(create_app(self.hooks, mail), sock=self.sockets.http, gate=self.gate)
+        self._stack.push_async_callback(http.close)
+        if mail is None:
+            return Listening(host=host, smtp=0, imap=0, imaps=0, http=http.port)
+        return Listening(host=host, smtp=mail.smtp, imap=mail.imap, imaps=mail.imaps, http=http.port)
+
+    async def _mail_servers(self) -> Listeners | None:
+        """SMTP and IMAP over the local mailbox; None in IMAP mode, where there is none."""
+        sockets, settings, tls, local = self.sockets, self.config.server, self.tls, self.local
+        if local is None or sockets.smtp is None or sockets.imap is None:
+            return None
         smtp = await start_smtp_server(
-            sock=self.sockets.smtp, handler=self.intake, max_size=settings.max_message_size, tls=tls,
+            sock=sockets.smtp, handler=local.intake, max_size=settings.max_message_size, tls=tls,
             require_tls=not is_loopback(settings.host), gate=self.gate,
         )
         self._stack.push_async_callback(_close_server, smtp)
         imap = await start_imap_server(
-            sock=self.sockets.imap, tls_sock=self.sockets.imaps, mailbox=self.mailbox,
-            accounts=self.accounts, tls=tls, gate=self.gate,
+            sock=sockets.imap, tls_sock=sockets.imaps, mailbox=local.mailbox,
+            accounts=local.accounts, tls=tls, gate=self.gate,
         )
         self._stack.push_async_callback(imap.close)
-        mail = Listeners(host=settings.host, smtp=int(smtp.sockets[0].getsockname()[1]), imap=imap.port,
+        return Listeners(host=settings.host, smtp=int(smtp.sockets[0].getsockname()[1]), imap=imap.port,
                          imaps=imap.tls_port or 0, tls=tls is not None)
-        http = await start_http_server(create_app(self.hooks, mail), sock=self.sockets.http, gate=self.gate)
-        self._stack.push_async_callback(http.close)
-        return Listening(host=settings.host, smtp=mail.smtp, imap=mail.imap, imaps=mail.imaps, http=http.port)
 
 
 async def _close_server(server: asyncio.Server) -> None:

@@ -274,6 +274,18 @@ class ImapSession:
         # "n:*" also names the highest UID when it is below n (RFC 3501 §6.4.8): filtered here.
         return sorted(u for u in await self._call(lambda: self._search(f"{uid + 1}:*")) if u > uid)
 
+    async def present(self, uids: Iterable[int]) -> set[int]:
+        """Which of ``uids`` the open folder still holds (one UID SEARCH, however large the folder).
+        A NOOP first: the open folder's view drops what other clients expunged only between commands."""
+        wanted = sorted(set(uids))
+        if not wanted:
+            return set()
+
+        def search() -> list[int]:
+            self._client.noop()
+            return self._search(",".join(map(str, wanted)))
+        return set(await self._call(search)) & set(wanted)
+
     async def fetch(self, uid: int) -> Fetched | None:
         """The mail (its first :data:`MAX_FETCH_BYTES`) and its size, unseen flags untouched; None if gone."""
         items = [f"BODY.PEEK[]<0.{MAX_FETCH_BYTES}>", "RFC822.SIZE"]

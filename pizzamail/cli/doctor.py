@@ -149,7 +149,7 @@ def _server(app: App) -> Check:
         return Check("warn", "server", "not running; start it with `pizzamail serve`")
     if not _alive(int(state["pid"])):
         return Check("warn", "server", "not running (stale serve.json); start it with `pizzamail serve`")
-    for key in ("smtp_port", "imap_port"):
+    for key in [key for key in ("smtp_port", "imap_port") if int(state[key])]:  # 0: IMAP mode, no port
         with socket.socket() as s:
             s.settimeout(2)
             if s.connect_ex((state["host"], int(state[key]))) != 0:

@@ -67,6 +67,8 @@ async def _serve(app: App, service: Service) -> None:
 
 
 def account_settings(app: App, listening: Listening | None = None) -> str:
+    if app.config.mailbox.mode == "imap":
+        return _own_account(app, listening)
     server = app.config.server
     host = listening.host if listening else server.host
     imap = listening.imap if listening else server.imap_port
@@ -90,6 +92,23 @@ def account_settings(app: App, listening: Listening | None = None) -> str:
         f"  home         {app.home.root}",
         f"  certificate  {cert}",
         f"               SHA-256 {fingerprint(cert) if cert.exists() else '(not created yet)'}",
+        "",
+    ])
+
+
+def _own_account(app: App, listening: Listening | None) -> str:
+    """IMAP mode: the user's own account is the mailbox, and pizzamail opens no mail port."""
+    imap = app.config.mailbox.imap
+    return "\n".join([
+        "",
+        "Your own mailbox (IMAP mode: pizzamail opens no SMTP or IMAP port):",
+        f"  account      {imap.user} at {imap.host} port {imap.port} ({imap.security})",
+        "  password     `pizzamail keys set mailbox`",
+        f"  write to     {app.config.agent.address}",
+        f"  its folders  {imap.prefix}/Action, {imap.prefix}/Activity",
+        *([f"  webhooks     http://{listening.host}:{listening.http}/hooks/NAME"]
+          if listening and listening.http else []),
+        f"  home         {app.home.root}",
         "",
     ])
 

@@ -1,7 +1,8 @@
-"""Filing stored messages into the Maildir.
+"""Filing stored messages into their folders: the Maildir, or the user's own account in IMAP mode
+(any :class:`~pizzamail.mailbox.writing.MailFolders`).
 
 A message is committed to the store first (``filed = 0``) and copied into its folder afterwards;
-what a crash leaves unfiled is filed at the next start. The Maildir name is derived from the row, so
+what a crash leaves unfiled is filed at the next start. The mail's name is derived from the row, so
 filing twice never makes two copies, and a file a crash left behind unindexed (or indexed by the
 start-up reconciliation as a stranger's) is recognised as the row's and taken over.
 """

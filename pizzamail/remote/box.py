@@ -110,6 +110,9 @@ class RemoteMailbox:
         self, folder: Folder, data: bytes, *, flags: Iterable[str] = (), base: str | None = None,
         internaldate: int | None = None, message_ref: int | None = None,
     ) -> int:
+        """Written down, then searched for by Message-ID, and APPENDed only if not found. A mail
+        without a Message-ID (pizzamail's own all have one) cannot be searched for: it is APPENDed
+        unless written down with its UID."""
         message_id = message_id_of(data) or ""
         name = base or message_id
         known = await placed_named(self.store, folder.id, name)
@@ -205,8 +208,7 @@ class RemoteMailbox:
 
     async def _messages(self, session: ImapSession, folder: Folder) -> list[RemoteMail]:
         await self._open(session, folder)
-        present = set(await session.uids_after(0))
-        found: list[RemoteMail] = []
+        known: list[RemoteMail] = []
         for mail in await placed(self.store, folder.id):
             uid = mail.uid
             if uid is None:  # a crash between the APPEND (if it came) and its record
@@ -215,9 +217,9 @@ class RemoteMailbox:
                     await forget(self.store, folder.id, [mail.name])
                     continue
                 await place(self.store, folder.id, mail.name, uid)
-            if uid in present:
-                found.append(RemoteMail(uid=uid, name=mail.name))
-        return found
+            known.append(RemoteMail(uid=uid, name=mail.name))
+        present = await session.present(m.uid for m in known)
+        return [m for m in known if m.uid in present]
 
     async def _append_once(
         self, session: ImapSession, folder: Folder, data: bytes, *, flags: list[str],

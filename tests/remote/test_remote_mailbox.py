@@ -182,3 +182,22 @@ async def test_a_restarted_server_is_connected_to_again(dovecot: Dovecot, remote
     dovecot.start()
     await remote.deliver(inbox, mail("<reply.6@example.com>", "After the restart"), base="reply.6")
     assert another_client(dovecot, "INBOX") == [("After the restart", "")]
+
+
+def delete_by_hand(server: Dovecot, folder: str, message_id: str) -> None:
+    """The user deletes a mail in another client (for a request in Action: "ignore it")."""
+    with imaplib.IMAP4("127.0.0.1", server.port, timeout=10) as imap:
+        imap.login("me@example.com", PASSWORD)
+        imap.select(f'"{folder}"')
+        _, found = imap.uid("SEARCH", "HEADER", "Message-ID", message_id)
+        imap.uid("STORE", found[0].decode(), "+FLAGS.SILENT", r"(\Deleted)")
+        imap.expunge()
+
+
+async def test_a_mail_the_user_deleted_is_no_longer_listed(dovecot: Dovecot, remote: RemoteMailbox) -> None:
+    action = await remote.create_folder("Action")
+    for n in (10, 20):
+        request = mail(f"<request.{n}@example.com>", f"Approve {n}?")
+        await remote.deliver(action, request, base=f"approval.{n}")
+    delete_by_hand(dovecot, "pizzamail/Action", "<request.10@example.com>")
+    assert [m.name for m in await remote.messages(action)] == ["approval.20"]
