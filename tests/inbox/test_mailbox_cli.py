@@ -3,8 +3,6 @@ the account has the mail it looks for, and the fix it names for each problem."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from click.testing import CliRunner, Result
 
 from pizzamail.cli import cli
@@ -64,7 +62,7 @@ def test_it_shows_what_works_and_what_it_cannot_show_yet(home: Home, dovecot: Do
     assert "FIX no recent INBOX mail carries Authentication-Results of mx.other.example" in wrong.output
 
 
-def test_local_mode_says_how_to_switch(home: Home, tmp_path: Path) -> None:
+def test_local_mode_says_how_to_switch(home: Home) -> None:
     result = mailbox_test(home)
     assert result.exit_code == 1
     assert 'set mode = "imap"' in result.output
