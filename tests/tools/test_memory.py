@@ -185,7 +185,7 @@ async def test_the_search_migration_indexes_the_notes_kept_before_it(
             older.setattr(migrations, "MIGRATIONS", MIGRATIONS[:at])
             await migrate(db)
         await db.execute("INSERT INTO memory(text, created_at) VALUES ('Invoices go to Ada.', 'x')")
-        assert await migrate(db) == [name for name, _ in MIGRATIONS[at:]]  # it, then any later ones
+        assert await migrate(db) == [name for name, _ in MIGRATIONS[at:]]  # it, then any later one
     async with Store(path=tmp_path / "old.db") as store:
         [found] = await relevant_notes(store, "an invoice", recent=0)
     assert found.text == "Invoices go to Ada."
