@@ -1,10 +1,11 @@
 """The running service: every long-lived part in one lifecycle.
 
 Parts start in order inside an ``AsyncExitStack`` (store, mailbox, filing, the Action folder's sync,
-the Activity board, MCP servers, scheduler, runner, approvals sweep, SMTP/IMAP/HTTP, watches) and
-stop in reverse when the stack is left, so a signal or an error leaves nothing running and no file
-half written. With ``[mailbox] mode = "imap"`` the mailbox is the user's own IMAP account
-(:class:`~pizzamail.remote.box.RemoteMailbox`) and no SMTP or IMAP port is opened: only HTTP.
+the Activity board, MCP servers, scheduler, runner, approvals sweep, SMTP/IMAP/HTTP, watches, and in
+IMAP mode the reader of the user's INBOX) and stop in reverse when the stack is left, so a signal or
+an error leaves nothing running and no file half written. With ``[mailbox] mode = "imap"`` the
+mailbox is the user's own IMAP account (:class:`~pizzamail.remote.box.RemoteMailbox`) and no SMTP
+or IMAP port is opened: only HTTP.
 Parts never call each other back: they follow the store's commit events (a message added is filed,
 a queued run wakes the runner, a changed schedule wakes the scheduler, a decided action updates the
 Action folder, a run that moves updates the Activity board). Every port is bound first: a port
@@ -35,6 +36,7 @@ from pizzamail.errors import ConfigError, PortUnavailable, database_refusal
 from pizzamail.guard import Gate
 from pizzamail.home import Home, usable, write_private
 from pizzamail.imap import start_imap_server
+from pizzamail.intake.reader import inbox_reader
 from pizzamail.intake.smtp import IntakeHandler, start_smtp_server
 from pizzamail.mailbox import Mailbox
 from pizzamail.mailbox.filing import Filer
@@ -193,6 +195,9 @@ class Service:
             Watchers(store=store, blobs=blobs, config=self.config, secrets=self.secrets),
         ):
             await stack.enter_async_context(part)
+        if not self.local:  # the user's INBOX, read the way SMTP intake takes mail; stopped first
+            await stack.enter_async_context(inbox_reader(self.config, store=store, blobs=blobs,
+                                                         approvals=approvals, secrets=self.secrets))
         for name, connection in hub.connections.items():
             log.info("MCP server %s: %s%s", name, connection.status,
                      f" ({connection.error})" if connection.error else "")

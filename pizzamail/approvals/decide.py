@@ -96,9 +96,9 @@ def parse_approval_header(value: str) -> tuple[int, str] | None:
 
 
 def plus_token(address: str) -> str | None:
-    """``bot+tok@x`` -> ``tok``."""
+    """``bot+tok@x`` -> ``tok``; ``me+bot+tok@x`` (an agent at a plus-address of the owner's) -> ``tok``."""
     local = address.partition("@")[0]
-    _, plus, token = local.partition("+")
+    _, plus, token = local.rpartition("+")
     return token if plus and token else None
 
 

@@ -27,6 +27,7 @@ from pizzamail.mail.parse import ParsedMail, header_text
 from pizzamail.store import Store
 from pizzamail.store.actions import HeldAction, action_by_id, action_named
 from pizzamail.store.blobs import BlobStore
+from pizzamail.store.inbox import Claim
 from pizzamail.store.mailwriter import add_mail, message_row, received_row
 from pizzamail.store.threads import log_event, message_direction
 
@@ -74,10 +75,11 @@ async def send_decision(blobs: BlobStore, raw: bytes, msg: EmailMessage, recipie
 async def record_decision(
     store: Store, blobs: BlobStore, raw: bytes, parsed: ParsedMail, msg: EmailMessage, *,
     action: HeldAction, approvers: frozenset[str], composer: Composer, sender: str, domain: str,
-    decision: Decision | None = None,
+    decision: Decision | None = None, claim: Claim | None = None,
 ) -> Decided:
     """Record the decision a reply makes (or ``decision``, for a sent draft). A sent draft that
-    no longer applies is refused (550) and nothing is stored: it must never be relayed."""
+    no longer applies is refused (550) and nothing is stored: it must never be relayed. ``claim``: the
+    mail's record in the owner's own mailbox, made in the same transaction."""
     by = (parsed.sender or "").lower()
     if by not in approvers:
         raise SmtpRefusal(550, "5.7.1", f"<{by}> is not an approver; only {', '.join(sorted(approvers))}"
@@ -87,6 +89,8 @@ async def record_decision(
         decision = await asyncio.to_thread(read_decision, msg)
     blob = await blobs.save(raw)
     async with store.write() as db:
+        if claim is not None and not await claim(db):  # taken from the owner's mailbox before
+            return Decided(thread_id=action.thread_id, applied=False, duplicate=True)
         seen = await message_direction(db, message_id)
         if seen == "in":  # a client retrying: decided once already
             return Decided(thread_id=action.thread_id, applied=False, duplicate=True)

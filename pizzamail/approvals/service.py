@@ -46,6 +46,7 @@ from pizzamail.store import Store
 from pizzamail.store.actions import HeldAction, NewHeldAction, action_for_call, canonical_json, hold_action
 from pizzamail.store.approvals import matching_rule, record_release, was_released
 from pizzamail.store.blobs import BlobStore
+from pizzamail.store.inbox import Claim
 from pizzamail.tools import Offered, Toolbox
 from pizzamail.transcript import HeldStep, Transcript
 
@@ -157,13 +158,14 @@ class Approvals:
         return await draft_action(self.store, msg)
 
     async def decide(self, raw: bytes, parsed: ParsedMail, msg: EmailMessage, *, action: HeldAction,
-                     sender: str, sent_to: list[str] | None = None) -> Decided:
+                     sender: str, sent_to: list[str] | None = None, claim: Claim | None = None) -> Decided:
         """Record what a reply decides, or (``sent_to``) the sending of the draft to those
-        addresses; committed before intake answers 250."""
+        addresses; committed before intake answers 250 (with ``claim``, a mail of the owner's own
+        mailbox: in the same transaction)."""
         decision = await send_decision(self.blobs, raw, msg, sent_to) if sent_to is not None else None
         return await record_decision(
             self.store, self.blobs, raw, parsed, msg, action=action, approvers=self.approvers,
-            composer=self.composer, sender=sender, domain=self.config.domain, decision=decision)
+            composer=self.composer, sender=sender, domain=self.config.domain, decision=decision, claim=claim)
 
     # -- the Action folder, expiry and reminders ------------------------------------------------
 

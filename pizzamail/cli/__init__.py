@@ -35,6 +35,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "keys": ("account", "API keys for model providers, kept in the OS keyring."),
     "logs": ("logs", "Show serve's log readably: time, level, part, message, and the run and thread it is "
              "about."),
+    "mailbox": ("mailbox", 'Your own mail account as pizzamail\'s mailbox ([mailbox] mode = "imap" in '
+                'config.toml).'),
     "mcp": ("mcp", "MCP servers: the tools the agent can use beyond the built-ins."),
     "memory": ("memory", "The agent's notes across threads (list; `memory rm ID`, `memory edit ID`)."),
     "models": ("models", "Model providers, the one `[agent] model` selects (*), and where each key is "

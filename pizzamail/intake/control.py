@@ -16,6 +16,7 @@ from pizzamail.mail.parse import ParsedMail
 from pizzamail.mail.reply import user_words
 from pizzamail.store import Store
 from pizzamail.store.blobs import BlobStore
+from pizzamail.store.inbox import Claim
 from pizzamail.store.mailwriter import add_mail, message_row, received_row
 from pizzamail.store.runs import ask_stop, last_run
 from pizzamail.store.threads import message_exists
@@ -23,14 +24,16 @@ from pizzamail.store.threads import message_exists
 
 async def record_stop(
     store: Store, blobs: BlobStore, composer: Composer, raw: bytes, parsed: ParsedMail, *,
-    thread_id: int, bot: str, domain: str,
+    thread_id: int, bot: str, domain: str, claim: Claim | None = None,
 ) -> Stored:
-    """Ask ``thread_id``'s working run to stop, as ``parsed.sender`` (an approver) wrote."""
+    """Ask ``thread_id``'s working run to stop, as ``parsed.sender`` (an approver) wrote; ``claim``
+    as for :func:`~pizzamail.intake.tasks.store_task`."""
     by = (parsed.sender or "").lower()
     message_id = parsed.message_id or new_message_id(domain)
     blob = await blobs.save(raw)
     async with store.write() as db:
-        if await message_exists(db, message_id):  # a client retrying: asked once already
+        if (claim is not None and not await claim(db)) or await message_exists(db, message_id):
+            # a client retrying, or a mail of the owner's mailbox taken before: asked once already
             return Stored(thread_id=thread_id, run_id=None, duplicate=True)
         await add_mail(db, thread_id, received_row(parsed, blob, message_id=message_id, kind="stop",
                                                    sender=by, body=user_words(parsed.body)))

@@ -14,6 +14,7 @@ from pizzamail.mail.parse import ParsedMail, parse_mail
 from pizzamail.mail.reply import user_words
 from pizzamail.store import Store
 from pizzamail.store.blobs import BlobStore
+from pizzamail.store.inbox import Claim
 from pizzamail.store.mailwriter import add_received, add_task, received_row
 from pizzamail.store.threads import message_exists, thread_for_references
 
@@ -31,16 +32,17 @@ class Stored:
 
 async def store_task(
     store: Store, blobs: BlobStore, raw: bytes, parsed: ParsedMail, *, agent: str, domain: str,
-    runs: bool = True,
+    runs: bool = True, claim: Claim | None = None,
 ) -> Stored:
     """Commit a task mail for ``agent`` (its address) to run. A Message-ID seen before (a client
     retrying) is not stored twice. Without ``runs`` (the agent was only in Cc) the mail is recorded in
-    its thread, for later runs' history, and starts none."""
+    its thread, for later runs' history, and starts none. ``claim``: the mail's record in the owner's
+    own mailbox, made in the same transaction (a mail taken before is a duplicate too)."""
     message_id = parsed.message_id or new_message_id(domain)
     thread_id = await thread_for_references(store, parsed.thread_refs())
     blob = await blobs.save(raw)
     async with store.write() as db:
-        if await message_exists(db, message_id):
+        if (claim is not None and not await claim(db)) or await message_exists(db, message_id):
             return Stored(thread_id=None, run_id=None, duplicate=True)
         row = received_row(parsed, blob, message_id=message_id, kind="task", sender=parsed.sender or "",
                            body=task_text(parsed, follow_up=thread_id is not None))

@@ -401,6 +401,35 @@ MIGRATIONS: list[tuple[str, str]] = [
         """,
     ),
     (
+        # [mailbox] mode = "imap": where the reader is in the account's INBOX (UIDVALIDITY and the
+        # last UID looked at), and each mail it took, unique by (mailbox, UIDVALIDITY, UID) and
+        # recorded in the transaction of the task, decision or refusal it became: a mail is taken
+        # once across reconnects and crashes. Its Message-ID too: the same mail under another UID
+        # (copied back, or a second delivery) is not taken twice.
+        "022_account_inbox",
+        """
+        CREATE TABLE account_folders(
+            folder TEXT PRIMARY KEY,
+            mailbox TEXT NOT NULL,
+            uidvalidity INTEGER NOT NULL,
+            last_uid INTEGER NOT NULL,
+            last_at TEXT,
+            last_outcome TEXT
+        );
+        CREATE TABLE account_mail(
+            id INTEGER PRIMARY KEY,
+            mailbox TEXT NOT NULL,
+            uidvalidity INTEGER NOT NULL,
+            uid INTEGER NOT NULL,
+            message_id TEXT,
+            outcome TEXT NOT NULL,
+            handled_at TEXT NOT NULL,
+            UNIQUE (mailbox, uidvalidity, uid)
+        );
+        CREATE INDEX account_mail_message_id ON account_mail(message_id)
+        """,
+    ),
+    (
         # The user's own IMAP account ([mailbox] mode = "imap"): each of pizzamail's folders there
         # (its name at the account and UIDVALIDITY), and each mail pizzamail APPENDed, by the name its
         # writer gave it. A mail is written down before its APPEND (uid NULL) and its UID after, so a

@@ -7,6 +7,8 @@
   by outsiders (a payload, a stranger's mail): their own ``policy`` on top of :data:`OUTSIDE_DEFAULT`.
   A trigger removed from config since its run was queued, or a source of a kind this code does not
   know, gets the default alone: it fails closed.
+- **An outsider's mail in the owner's own mailbox** (``mailbox:AGENT``, ``[mailbox] mode = "imap"``):
+  :data:`OUTSIDE_DEFAULT` alone; it has no policy of its own.
 
 Such a thread's runs are also marked ``outside`` (:func:`on_outside_content`): an MCP tool that may
 reach the outside world asks first there unless the trigger's own policy allows it, so hidden
