@@ -84,6 +84,9 @@ class Decision:
     """``send``: the blob of the draft the user sent, as it is to be relayed"""
     recipients: tuple[str, ...] = ()
     """``send``: who it was sent to (the envelope, Bcc included)"""
+    sent: str = ""
+    """``send`` of a draft the user's own provider already sent (IMAP mode, found in Sent): what the
+    agent is told it became; the action ends ``done`` with it and pizzamail relays nothing"""
 
 
 def approval_header(action_id: int, nonce: str) -> str:

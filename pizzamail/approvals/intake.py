@@ -19,13 +19,13 @@ import aiosqlite
 
 from pizzamail.approvals.decide import Decision, parse_approval_header, read_decision, route
 from pizzamail.approvals.ledger import STATE_TEXT, Applied, actions_named, apply_decision
-from pizzamail.approvals.outbox import sent_arguments, strip_for_relay
+from pizzamail.approvals.outbox import sent_arguments, sent_by_user, strip_for_relay
 from pizzamail.composer import Composer, MailContext
 from pizzamail.errors import SmtpRefusal
 from pizzamail.mail.ids import new_message_id
 from pizzamail.mail.parse import ParsedMail, header_text
 from pizzamail.store import Store
-from pizzamail.store.actions import HeldAction, action_by_id, action_named
+from pizzamail.store.actions import HeldAction, action_by_id, action_named, transition
 from pizzamail.store.blobs import BlobStore
 from pizzamail.store.inbox import Claim
 from pizzamail.store.mailwriter import add_mail, message_row, received_row
@@ -65,11 +65,14 @@ async def draft_action(store: Store, msg: EmailMessage) -> HeldAction | None:
     return action if action is not None and action.is_draft and action.status == "held" else None
 
 
-async def send_decision(blobs: BlobStore, raw: bytes, msg: EmailMessage, recipients: list[str]) -> Decision:
-    """Sending the draft: approve with the user's edits, the bytes kept to be relayed as sent."""
+async def send_decision(blobs: BlobStore, raw: bytes, msg: EmailMessage, recipients: list[str], *,
+                        sent: bool = False) -> Decision:
+    """Sending the draft: approve with the user's edits, the bytes kept to be relayed as sent
+    (``sent``: already sent by the user's own provider, kept as the record of what went out)."""
     kept = await blobs.save(strip_for_relay(raw))
-    return Decision(kind="send", arguments=sent_arguments(msg), outgoing=kept.digest,
-                    recipients=tuple(recipients))
+    arguments = sent_arguments(msg)
+    return Decision(kind="send", arguments=arguments, outgoing=kept.digest, recipients=tuple(recipients),
+                    sent=sent_by_user(arguments, recipients) if sent else "")
 
 
 async def record_decision(
@@ -102,6 +105,8 @@ async def record_decision(
         applied = await apply_decision(db, current or action, decision, by=by, via=message_id)
         if decision.kind == "send" and not applied.applied:  # raised inside: all of it rolls back
             raise SmtpRefusal(550, "5.7.1", f"not sent: {applied.why} (action {action.id})")
+        if decision.sent and applied.applied:  # it went out already: approved is done, nothing to relay
+            await transition(db, action.id, "approved", "done", result=decision.sent)
         await log_event(db, "approval.decision", thread_id=action.thread_id, run_id=action.run_id,
                         action=action.id, decision=decision.kind, applied=applied.applied)
         if not applied.applied:

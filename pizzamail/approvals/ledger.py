@@ -13,7 +13,8 @@ States of a held action::
       └─nobody decided within [approvals] expires──▶ expired
 
 ``send`` is the approval of a ``draft_email`` by sending the (edited) draft from the mail client:
-it moves like ``approve`` and keeps the bytes to relay.
+it moves like ``approve`` and keeps the bytes to relay. A draft the user's own provider already sent
+(IMAP mode: found in the account's Sent) moves on to ``done`` in the same transaction: nothing is relayed.
 
 Every transition is one conditional UPDATE (``WHERE status = <from>``) inside the caller's
 transaction, so two decisions racing for one action cannot both apply: the second sees no row

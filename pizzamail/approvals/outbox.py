@@ -97,6 +97,13 @@ def sent_arguments(msg: EmailMessage) -> dict[str, Any]:
     return arguments
 
 
+def sent_by_user(arguments: dict[str, Any], rcpts: list[str]) -> str:
+    """What the agent is told of a draft the user sent from their own mail program (IMAP mode)."""
+    shown = json.dumps(arguments, ensure_ascii=False)
+    return (f"The user edited the draft and sent it themselves from their own mail account to"
+            f" {', '.join(rcpts) or 'nobody'}; pizzamail sent nothing. What they sent: {shown}")
+
+
 @dataclass(kw_only=True)
 class Outbox:
     """Sends approved drafts through the configured relay."""

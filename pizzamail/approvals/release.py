@@ -92,7 +92,7 @@ async def _settle_one(store: Store, transcript: Transcript, release: Release, he
                                        text=action.note or "(empty)")
         await _record(store, transcript, held, ToolResult(text=text, is_error=True), action, None)
         return None
-    if status in ("done", "failed"):  # recorded with its step; only a broken store gets here
+    if status in ("done", "failed"):  # a draft the user sent themselves (IMAP mode), or a broken store
         recorded = ToolResult(text=action.result or "", is_error=status == "failed")
         await _record(store, transcript, held, recorded, action, None)
         return None

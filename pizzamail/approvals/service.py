@@ -158,11 +158,14 @@ class Approvals:
         return await draft_action(self.store, msg)
 
     async def decide(self, raw: bytes, parsed: ParsedMail, msg: EmailMessage, *, action: HeldAction,
-                     sender: str, sent_to: list[str] | None = None, claim: Claim | None = None) -> Decided:
+                     sender: str, sent_to: list[str] | None = None, claim: Claim | None = None,
+                     already_sent: bool = False) -> Decided:
         """Record what a reply decides, or (``sent_to``) the sending of the draft to those
         addresses; committed before intake answers 250 (with ``claim``, a mail of the owner's own
-        mailbox: in the same transaction)."""
-        decision = await send_decision(self.blobs, raw, msg, sent_to) if sent_to is not None else None
+        mailbox: in the same transaction). ``already_sent``: the user's own provider sent it (found
+        in the account's Sent): the action is done with it, and nothing is relayed."""
+        decision = (await send_decision(self.blobs, raw, msg, sent_to, sent=already_sent)
+                    if sent_to is not None else None)
         return await record_decision(
             self.store, self.blobs, raw, parsed, msg, action=action, approvers=self.approvers,
             composer=self.composer, sender=sender, domain=self.config.domain, decision=decision, claim=claim)

@@ -26,6 +26,7 @@ from email.utils import getaddresses
 import aiosqlite
 
 from pizzamail.account.wire import Fetched
+from pizzamail.approvals.decide import parse_approval_header
 from pizzamail.approvals.service import Approvals
 from pizzamail.composer import MailContext
 from pizzamail.config import Config
@@ -33,7 +34,7 @@ from pizzamail.errors import PizzamailError
 from pizzamail.intake.control import record_stop
 from pizzamail.intake.owner import SentFolder, Verdict, check_owner
 from pizzamail.intake.tasks import store_task
-from pizzamail.mail.parse import ParsedMail, parse_bytes, parsed_mail
+from pizzamail.mail.parse import ParsedMail, header_text, parse_bytes, parsed_mail
 from pizzamail.store import Store
 from pizzamail.store.actions import HeldAction
 from pizzamail.store.blobs import BlobStore
@@ -49,6 +50,8 @@ log = logging.getLogger("pizzamail.intake")
 DELIVERY_HEADERS = ("Delivered-To", "X-Original-To", "Envelope-To")
 #: all a mail's addressing: what is fetched of every new mail to see whether it is pizzamail's
 ADDRESS_HEADERS = ("To", "Cc", *DELIVERY_HEADERS)
+#: what is fetched of each new mail in Sent: whether it is a draft of pizzamail's, sent
+APPROVAL_HEADERS = ("X-Pizzamail-Approval",)
 #: text of an outsider's mail handed to its triage run at most
 MAX_TRIAGE_CHARS = 20000
 
@@ -99,6 +102,12 @@ def reaches_an_agent(header: bytes, agents: frozenset[str]) -> bool:
     return addressed(parse_bytes(header.rstrip(b"\r\n") + b"\r\n\r\n"), agents) is not None
 
 
+def names_a_draft(header: bytes) -> bool:
+    """Whether header lines (:data:`APPROVAL_HEADERS` as a fetch brings them) name a held action."""
+    msg = parse_bytes(header.rstrip(b"\r\n") + b"\r\n\r\n")
+    return parse_approval_header(header_text(msg, "X-Pizzamail-Approval")) is not None
+
+
 def _addresses(msg: EmailMessage, *names: str) -> list[str]:
     """As written: a request's reply address carries its nonce, whose case counts."""
     values = [str(v) for name in names for v in msg.get_all(name) or []]
@@ -141,6 +150,27 @@ class InboxIntake:
             return await self._owners(fetched.raw, msg, parsed, seen, to)
         except PizzamailError as exc:  # what SMTP would have refused (a reply naming two requests)
             return await self._refused(seen, exc.message)
+
+    async def take_sent(self, fetched: Fetched, seen: Seen) -> str:
+        """A mail of the account's Sent folder naming a pending ``draft_email`` (its
+        X-Pizzamail-Approval, id and nonce): the user sent the draft from their own mail program.
+        Being in Sent makes it the owner's; it is their approval with edits (``send``), and it
+        already went out through their provider: the action is done with what they sent, and
+        pizzamail relays nothing. Claimed in the decision's transaction."""
+        msg, parsed = await asyncio.to_thread(_parse, fetched.raw)
+        seen = replace(seen, message_id=parsed.message_id)
+        action = await self.approvals.sent_draft(msg)
+        if action is None:  # decided before (sent twice, or answered by a reply), or not ours
+            await passed_over(self.store, seen)
+            return "names no pending draft"
+        try:
+            decided = await self.approvals.decide(
+                fetched.raw, parsed, msg, action=action, sender=self.config.main_agent.address,
+                sent_to=_addresses(msg, "To", "Cc", "Bcc"), claim=claimer(seen, outcome="draft sent"),
+                already_sent=True)
+        except PizzamailError as exc:  # not an approver's, or the draft was decided meanwhile
+            return await self._refused(seen, exc.message)
+        return "taken before" if decided.duplicate else f"draft of action {action.id} sent by the owner"
 
     async def _owners(self, raw: bytes, msg: EmailMessage, parsed: ParsedMail, seen: Seen,
                       to: Addressed) -> str:

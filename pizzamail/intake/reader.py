@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pizzamail.account.session import Account, AccountError, FolderStatus, ImapSession
 from pizzamail.approvals.service import Approvals
 from pizzamail.config import Config
-from pizzamail.intake.inbox import ADDRESS_HEADERS, InboxIntake
+from pizzamail.intake.inbox import ADDRESS_HEADERS, APPROVAL_HEADERS, InboxIntake, names_a_draft
 from pizzamail.mail.ids import bare, first_id
 from pizzamail.mail.parse import header_text, parse_bytes
 from pizzamail.remote.account import mailbox_account, mailbox_password
@@ -38,6 +38,9 @@ INBOX = "INBOX"
 #: seconds between looks in Sent for a mail From the owner that is not there yet: a mail program
 #: files its copy in Sent after sending, and the delivery into INBOX may come first
 SENT_WAITS = (1.0, 2.0, 4.0, 8.0, 15.0)
+#: seconds at most between looks for new mail in Sent, where a draft the user sent from any mail
+#: program shows up: a provider such as Gmail delivers no copy into INBOX that would wake us sooner
+SENT_LOOK_SECONDS = 30.0
 
 
 @dataclass(kw_only=True)
@@ -96,6 +99,7 @@ class InboxReader:
     idle_seconds: float = 1500.0
     timeout: float = 30.0
     sent_waits: tuple[float, ...] = SENT_WAITS
+    sent_seconds: float = SENT_LOOK_SECONDS
     _task: asyncio.Task[None] | None = field(default=None, init=False)
     _problem: str | None = field(default=None, init=False)
     _connected: asyncio.Event = field(default_factory=asyncio.Event, init=False)
@@ -113,8 +117,11 @@ class InboxReader:
     @property
     def mailbox(self) -> str:
         """The identity of the INBOX read: UIDs belong to it."""
+        return self.mailbox_of(INBOX)
+
+    def mailbox_of(self, folder: str) -> str:
         a = self.account
-        return f"{a.user}@{a.host}:{a.port}/{INBOX}"
+        return f"{a.user}@{a.host}:{a.port}/{folder}"
 
     async def connected(self) -> None:
         """Until the reader is in IDLE (or polling) on INBOX: for tests and ``mailbox test``."""
@@ -152,8 +159,10 @@ class InboxReader:
             if sent.folder is None:
                 log.warning("mailbox: %s marks no folder \\Sent: only Authentication-Results can show"
                             " a mail is the owner's", inbox.where)
+            if sent.folder is not None:  # sent from now on is looked at: a draft sent from elsewhere
+                await self._begin(sent.folder, await other.open_folder(sent.folder, read_only=True))
             status = await inbox.open_folder(INBOX, read_only=True)
-            last = await self._begin(status)
+            last = await self._begin(INBOX, status)
             if self._problem is not None:
                 log.info("mailbox: connected again to %s", inbox.where)
             self._problem = None
@@ -169,23 +178,25 @@ class InboxReader:
             raise
         return session
 
-    async def _begin(self, status: FolderStatus) -> int:
-        """The last UID looked at, deciding the start on a first connect or a new UIDVALIDITY."""
-        saved = await find_place(self.store, INBOX)
-        if saved is not None and saved.mailbox == self.mailbox and saved.uidvalidity == status.uidvalidity:
+    async def _begin(self, folder: str, status: FolderStatus) -> int:
+        """The last UID of ``folder`` looked at, deciding the start on a first connect or a new
+        UIDVALIDITY."""
+        mailbox = self.mailbox_of(folder)
+        saved = await find_place(self.store, folder)
+        if saved is not None and saved.mailbox == mailbox and saved.uidvalidity == status.uidvalidity:
             return saved.last_uid
         start = status.uidnext - 1
-        if saved is None or saved.mailbox != self.mailbox:
-            note = (f"started at UID {status.uidnext} of {self.mailbox}: the {status.exists} mail(s)"
+        if saved is None or saved.mailbox != mailbox:
+            note = (f"started at UID {status.uidnext} of {mailbox}: the {status.exists} mail(s)"
                     " already there are left alone")
             log.info("mailbox: %s", note)
         else:
-            note = (f"UIDVALIDITY of {self.mailbox} changed from {saved.uidvalidity} to {status.uidvalidity}"
+            note = (f"UIDVALIDITY of {mailbox} changed from {saved.uidvalidity} to {status.uidvalidity}"
                     f" (the folder was recreated or renumbered): restarted at UID {status.uidnext};"
                     " mail already there is left alone")
             log.warning("mailbox: %s", note)
-        place = Place(mailbox=self.mailbox, uidvalidity=status.uidvalidity, last_uid=start)
-        await start_at(self.store, INBOX, place, note=note)
+        place = Place(mailbox=mailbox, uidvalidity=status.uidvalidity, last_uid=start)
+        await start_at(self.store, folder, place, note=note)
         return start
 
     async def _follow(self, inbox: ImapSession, status: FolderStatus, sent: SentCopies, last: int) -> None:
@@ -194,8 +205,9 @@ class InboxReader:
             for uid in await inbox.uids_after(last):
                 await self._take(inbox, status.uidvalidity, uid, sent)
                 last = max(last, uid)
+            await self._look_in_sent(sent)
             if not inbox.changed:  # else something arrived while we looked: look again first
-                await inbox.wait_for_change(self.idle_seconds)
+                await inbox.wait_for_change(min(self.idle_seconds, self.sent_seconds))
 
     async def _take(self, inbox: ImapSession, uidvalidity: int, uid: int, sent: SentCopies) -> None:
         seen = Seen(mailbox=self.mailbox, folder=INBOX, uidvalidity=uidvalidity, uid=uid, message_id=None)
@@ -206,6 +218,26 @@ class InboxReader:
             return
         outcome = await self.intake.take(fetched, seen, sent)
         log.info("mailbox: UID %d: %s", uid, outcome)
+
+    async def _look_in_sent(self, sent: SentCopies) -> None:
+        """The drafts the user sent from any mail program since the last look (each mail's
+        X-Pizzamail-Approval header is fetched, nothing else of the owner's sent mail)."""
+        if sent.folder is None:
+            return
+        status = await sent.session.open_folder(sent.folder, read_only=True)  # again: shows new mail
+        last = await self._begin(sent.folder, status)
+        uids = await sent.session.uids_after(last)
+        headers = await sent.session.headers(uids, APPROVAL_HEADERS)
+        for uid in uids:
+            seen = Seen(mailbox=self.mailbox_of(sent.folder), folder=sent.folder,
+                        uidvalidity=status.uidvalidity, uid=uid, message_id=None)
+            named = names_a_draft(headers.get(uid, b""))
+            fetched = await sent.session.fetch(uid) if named else None
+            if fetched is None:  # the owner's own sent mail, not pizzamail's business
+                await passed_over(self.store, seen)
+                continue
+            outcome = await self.intake.take_sent(fetched, seen)
+            log.info("mailbox: UID %d of %s: %s", uid, sent.folder, outcome)
 
     def _report(self, problem: AccountError) -> None:
         if problem.outcome != self._problem:
