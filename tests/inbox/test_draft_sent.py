@@ -33,6 +33,8 @@ from pizzamail.store import Store
 from pizzamail.store.inbox import find_place
 from tests.approvals.test_drafts import Relay, relay  # noqa: F401
 from tests.dovecot import PASSWORD, Dovecot, unavailable
+from tests.e2e.crash import CRASHED
+from tests.e2e.harness import Served, serve_env
 from tests.fakes.openai_server import FakeOpenAI, text, tool_call
 from tests.inbox.owners import OWNER, deliver, file_in_sent, owner_mail
 from tests.programs import needs
@@ -41,6 +43,7 @@ from tests.triggers.watchtools import eventually
 
 pytestmark = needs(unavailable())
 
+ANSWER = "Alice has the invitation"
 DRAFT = {"to": "alice@example.org", "subject": "Lunch", "body": "Shall we meet at noon?"}
 
 
@@ -96,11 +99,44 @@ def answers(dovecot: Dovecot, words: str) -> int:
                for m in mails_in(dovecot, "INBOX") if m.get_body(("plain",)) is not None)
 
 
+def service(home: Home) -> Service:
+    return Service(home=home, config=load_config(home.config), secrets=secret_store(home))
+
+
 async def reading(home: Home) -> None:
     """Until the reader has decided where it starts in INBOX and in Sent."""
     async with Store(path=home.database) as store:
         await eventually(lambda: find_place(store, "INBOX"))
         await eventually(lambda: find_place(store, "Sent"))
+
+
+async def held_draft(home: Home, dovecot: Dovecot) -> EmailMessage:
+    """The owner's task, answered with a draft in the account's Drafts: that draft."""
+    await reading(home)
+    task = owner_mail("Ask Alice about lunch")
+    await asyncio.to_thread(file_in_sent, dovecot, task)
+    deliver(dovecot, task)
+    [draft] = await eventually(lambda: asyncio.to_thread(mails_in, dovecot, "Drafts"))
+    return draft
+
+
+async def answered(dovecot: Dovecot) -> None:
+    async def found() -> int | None:
+        return await asyncio.to_thread(answers, dovecot, ANSWER) or None
+    await eventually(found)
+
+
+def taken_once(home: Home, dovecot: Dovecot, fake_openai: FakeOpenAI, relay: Relay) -> None:  # noqa: F811
+    """The sent draft was the user's send, once; the run resumed once; pizzamail sent nothing."""
+    [(status, result)] = rows(home, "SELECT status, result FROM held_actions")
+    assert status == "done"
+    assert "at one instead" in str(result) and "alice@example.org, carol@example.org" in str(result)
+    assert rows(home, "SELECT kind, applied FROM decisions") == [("send", 1)]
+    assert rows(home, "SELECT outcome FROM account_mail ORDER BY id") == [("task",), ("draft sent",)]
+    assert "at one instead" in str(fake_openai.requests[-1].messages[-1]["content"])
+    assert len(fake_openai.requests) == 2  # the run resumed once
+    assert answers(dovecot, ANSWER) == 1
+    assert relay.received == []  # the user's provider sent it; pizzamail sent nothing
 
 
 @pytest.mark.parametrize("copy_in_inbox", [False, True], ids=["sent-only", "copy-in-inbox"])
@@ -110,45 +146,50 @@ async def test_a_draft_sent_from_another_device_is_the_users_send_once(
 ) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "sk-fake")
     monkeypatch.setattr(service_module, "inbox_reader", quick_looks)
-    fake_openai.script([tool_call("draft_email", DRAFT), text("Done: Alice has the invitation.")])
+    fake_openai.script([tool_call("draft_email", DRAFT), text(f"Done: {ANSWER}.")])
     home = draft_home(tmp_path, dovecot, fake_openai, relay)
-    service = Service(home=home, config=load_config(home.config), secrets=secret_store(home))
-    async with serving(service):
-        await reading(home)
-        task = owner_mail("Ask Alice about lunch")
-        await asyncio.to_thread(file_in_sent, dovecot, task)
-        deliver(dovecot, task)
-        [draft] = await eventually(lambda: asyncio.to_thread(mails_in, dovecot, "Drafts"))
-        sent = sent_elsewhere(draft)
+    async with serving(service(home)):
+        sent = sent_elsewhere(await held_draft(home, dovecot))
         await asyncio.to_thread(file_in_sent, dovecot, sent)
         if copy_in_inbox:
             dovecot.deliver(sent.as_bytes(), f"{time.time_ns()}.copy")
-
-        async def answered() -> int | None:
-            return await asyncio.to_thread(answers, dovecot, "Alice has the invitation") or None
-        await eventually(answered)
-    [(status, result)] = rows(home, "SELECT status, result FROM held_actions")
-    assert status == "done"
-    assert "at one instead" in str(result) and "alice@example.org, carol@example.org" in str(result)
-    assert rows(home, "SELECT kind, applied FROM decisions") == [("send", 1)]
-    assert rows(home, "SELECT outcome FROM account_mail ORDER BY id") == [("task",), ("draft sent",)]
-    assert "at one instead" in str(fake_openai.requests[-1].messages[-1]["content"])
-    assert len(fake_openai.requests) == 2  # the run resumed once
-    assert relay.received == []  # the user's provider sent it; pizzamail sent nothing
+        await answered(dovecot)
+    await asyncio.to_thread(taken_once, home, dovecot, fake_openai, relay)
 
     # a restart that sees Sent again from its start (as if the look had not been written down)
     # takes nothing twice: no second decision, no resumed run, nothing relayed
     before = rows(home, "SELECT id, status, result FROM held_actions")
     with sqlite3.connect(home.database) as db:
         db.execute("UPDATE account_folders SET last_uid = 0 WHERE folder = 'Sent'")
-    service = Service(home=home, config=load_config(home.config), secrets=secret_store(home))
-    async with serving(service):
+    async with serving(service(home)):
         async def looked_again() -> bool:
             return bool(await asyncio.to_thread(
                 rows, home, "SELECT 1 FROM account_folders WHERE folder = 'Sent' AND last_uid >= 2"))
         await eventually(looked_again)
     assert rows(home, "SELECT id, status, result FROM held_actions") == before
-    assert rows(home, "SELECT kind, applied FROM decisions") == [("send", 1)]
-    assert rows(home, "SELECT outcome FROM account_mail ORDER BY id") == [("task",), ("draft sent",)]
-    assert len(fake_openai.requests) == 2 and relay.received == []
-    assert await asyncio.to_thread(answers, dovecot, "Alice has the invitation") == 1
+    await asyncio.to_thread(taken_once, home, dovecot, fake_openai, relay)
+
+
+async def test_a_draft_sent_while_pizzamail_was_down_is_taken_once_across_a_kill(
+    dovecot: Dovecot, fake_openai: FakeOpenAI, relay: Relay, tmp_path: Path,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Sent while nothing ran; the next start takes it and dies (kill -9) right after: the start
+    after that neither takes it again nor loses it, and the run answers once."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-fake")
+    monkeypatch.setattr(service_module, "inbox_reader", quick_looks)
+    fake_openai.script([tool_call("draft_email", DRAFT), text(f"Done: {ANSWER}.")])
+    home = draft_home(tmp_path, dovecot, fake_openai, relay)
+    async with serving(service(home)):
+        draft = await held_draft(home, dovecot)
+    await asyncio.to_thread(file_in_sent, dovecot, sent_elsewhere(draft))
+
+    served = Served(home=home.root, env=serve_env(home.root))
+    taking = "pizzamail.intake.inbox:InboxIntake.take_sent"
+    crashed = await asyncio.to_thread(served.crash, crash_after=taking, timeout=120)
+    assert crashed == CRASHED, "\n".join(served.output)
+    assert rows(home, "SELECT status FROM held_actions") == [("done",)]  # taken before the kill
+
+    async with serving(service(home)):
+        await answered(dovecot)
+    await asyncio.to_thread(taken_once, home, dovecot, fake_openai, relay)
