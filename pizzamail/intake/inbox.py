@@ -164,16 +164,23 @@ class InboxIntake:
             await passed_over(self.store, seen)
             return "names no pending draft"
         try:
-            decided = await self.approvals.decide(
-                fetched.raw, parsed, msg, action=action, sender=self.config.main_agent.address,
-                sent_to=_addresses(msg, "To", "Cc", "Bcc"), claim=claimer(seen, outcome="draft sent"),
-                already_sent=True)
+            return await self._draft_sent(fetched.raw, parsed, msg, seen, action)
         except PizzamailError as exc:  # not an approver's, or the draft was decided meanwhile
             return await self._refused(seen, exc.message)
+
+    async def _draft_sent(self, raw: bytes, parsed: ParsedMail, msg: EmailMessage, seen: Seen,
+                          action: HeldAction) -> str:
+        decided = await self.approvals.decide(
+            raw, parsed, msg, action=action, sender=self.config.main_agent.address,
+            sent_to=_addresses(msg, "To", "Cc", "Bcc"), claim=claimer(seen, outcome="draft sent"),
+            already_sent=True)
         return "taken before" if decided.duplicate else f"draft of action {action.id} sent by the owner"
 
     async def _owners(self, raw: bytes, msg: EmailMessage, parsed: ParsedMail, seen: Seen,
                       to: Addressed) -> str:
+        draft = await self.approvals.sent_draft(msg)
+        if draft is not None:  # a sent draft that also reached an agent (Cc): not a reply to read
+            return await self._draft_sent(raw, parsed, msg, seen, draft)
         action = await self.approvals.routed(msg, list(to.recipients))
         if action is not None:
             decided = await self.approvals.decide(raw, parsed, msg, action=action, sender=to.agent,

@@ -36,7 +36,7 @@ from tests.dovecot import PASSWORD, Dovecot, unavailable
 from tests.e2e.crash import CRASHED
 from tests.e2e.harness import Served, serve_env
 from tests.fakes.openai_server import FakeOpenAI, text, tool_call
-from tests.inbox.owners import OWNER, deliver, file_in_sent, owner_mail
+from tests.inbox.owners import BOT, OWNER, deliver, file_in_sent, owner_mail
 from tests.programs import needs
 from tests.remote.test_service_imap import serving
 from tests.triggers.watchtools import eventually
@@ -77,13 +77,13 @@ def mails_in(dovecot: Dovecot, folder: str) -> list[EmailMessage]:
                 for part in found if isinstance(part, tuple)]
 
 
-def sent_elsewhere(draft: EmailMessage) -> EmailMessage:
+def sent_elsewhere(draft: EmailMessage, *, cc: str = "carol@example.org") -> EmailMessage:
     """The draft as the user's mail program sends it: edited, one more recipient, a Message-ID of its
     own; the routing header kept (a mail program keeps the headers of a draft it sends)."""
     sent = EmailMessage(policy=SMTP_POLICY)
     for name in ("From", "To", "Subject", "X-Pizzamail-Approval"):
         sent[name] = str(draft[name])
-    sent["Cc"] = "carol@example.org"
+    sent["Cc"] = cc
     sent["Message-ID"] = make_msgid(domain="phone.example")
     sent.set_content("Shall we meet at one instead?")
     return sent
@@ -139,17 +139,20 @@ def taken_once(home: Home, dovecot: Dovecot, fake_openai: FakeOpenAI, relay: Rel
     assert relay.received == []  # the user's provider sent it; pizzamail sent nothing
 
 
-@pytest.mark.parametrize("copy_in_inbox", [False, True], ids=["sent-only", "copy-in-inbox"])
+@pytest.mark.parametrize(("copy_in_inbox", "cc"), [
+    (False, "carol@example.org"), (True, "carol@example.org"),
+    (True, f"carol@example.org, {BOT}"),  # the agent in Cc: the copy in INBOX reaches it
+], ids=["sent-only", "copy-in-inbox", "copy-to-the-agent"])
 async def test_a_draft_sent_from_another_device_is_the_users_send_once(
     dovecot: Dovecot, fake_openai: FakeOpenAI, relay: Relay, tmp_path: Path,  # noqa: F811
-    monkeypatch: pytest.MonkeyPatch, copy_in_inbox: bool,
+    monkeypatch: pytest.MonkeyPatch, copy_in_inbox: bool, cc: str,
 ) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "sk-fake")
     monkeypatch.setattr(service_module, "inbox_reader", quick_looks)
     fake_openai.script([tool_call("draft_email", DRAFT), text(f"Done: {ANSWER}.")])
     home = draft_home(tmp_path, dovecot, fake_openai, relay)
     async with serving(service(home)):
-        sent = sent_elsewhere(await held_draft(home, dovecot))
+        sent = sent_elsewhere(await held_draft(home, dovecot), cc=cc)
         await asyncio.to_thread(file_in_sent, dovecot, sent)
         if copy_in_inbox:
             dovecot.deliver(sent.as_bytes(), f"{time.time_ns()}.copy")
