@@ -12,6 +12,10 @@ an outsider's: it starts a triage run under the outsider rules (``runs.source`` 
 :mod:`pizzamail.triggers.policy`), and a reply of theirs to an approval request decides nothing:
 it is refused, recorded, and the owner is told in the request's thread.
 
+A pending ``draft_email`` the user sent from their own mail program is found in Sent
+(:meth:`InboxIntake.take_sent`), or in INBOX when its copy reaches an agent: their approval with
+edits, already sent by their provider.
+
 Each mail is claimed (:func:`pizzamail.store.inbox.claim`) in the transaction of what it becomes.
 """
 

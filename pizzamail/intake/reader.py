@@ -3,12 +3,15 @@
 
 Built like a watch (:mod:`pizzamail.triggers.watch`): one connection in IDLE on INBOX, opened
 read-only (pizzamail never changes the flags of the owner's mail), a second one on the Sent folder
-for the owner check; any failure closes both and reconnects with exponential backoff and jitter; a
-refused login or a missing password waits longest. Problems are logged once per change.
+for the owner check and for the drafts the user sends from any mail program (looked for after
+every pass over INBOX, and at least every :data:`SENT_LOOK_SECONDS`: Gmail puts no copy into
+INBOX); any failure closes both and reconnects with exponential backoff and jitter; a refused
+login or a missing password waits longest. Problems are logged once per change.
 
-Where it is in INBOX is kept in the store (:mod:`pizzamail.store.inbox`). The first connect starts
-at UIDNEXT: the mail already in the inbox is the owner's past, not tasks. A changed UIDVALIDITY
-(the folder was recreated or renumbered) restarts at UIDNEXT too, reported, never a flood of old mail.
+Where it is in INBOX and in Sent is kept in the store (:mod:`pizzamail.store.inbox`). The first
+connect starts at UIDNEXT: the mail already there is the owner's past, not tasks. A changed
+UIDVALIDITY (the folder was recreated or renumbered) restarts at UIDNEXT too, reported, never a
+flood of old mail.
 """
 
 from __future__ import annotations
