@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import mailbox
+import sqlite3
 import tarfile
 from pathlib import Path
 
@@ -13,6 +14,7 @@ import pytest
 from pizzamail.errors import BackupError
 from pizzamail.home import Home
 from pizzamail.secrets import secret_store
+from pizzamail.store import backup as archive
 from tests.test_cli import run
 
 
@@ -149,3 +151,17 @@ def test_an_mcp_login_is_named_with_the_command_that_logs_in_again(tmp_path: Pat
     run(home, "task", "Water the plants")
     result = run(home, "backup", str(tmp_path / "b.tar.gz"))
     assert "mcp-oauth:linear" in result.output and "`pizzamail mcp login linear`" in result.output
+
+
+def test_the_database_is_copied_as_of_the_moment_the_write_lock_fixed_not_later(tmp_path: Path) -> None:
+    """The write lock is let go before the copy: what serve commits after it must not be in it (its
+    mail files were not linked), so the copy reads through the snapshot taken under the lock."""
+    live = sqlite3.connect(tmp_path / "state.db", isolation_level=None)
+    live.execute("PRAGMA journal_mode=WAL")
+    live.execute("CREATE TABLE messages(id INTEGER PRIMARY KEY)")
+    live.execute("INSERT INTO messages VALUES (1)")
+    snapshot = archive._snapshot(tmp_path / "state.db")
+    live.execute("INSERT INTO messages VALUES (2)")  # serve writes on once the lock is let go
+    archive._copy_database(snapshot, tmp_path / "copy.db")
+    snapshot.close()
+    assert sqlite3.connect(tmp_path / "copy.db").execute("SELECT id FROM messages").fetchall() == [(1,)]

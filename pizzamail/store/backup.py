@@ -86,9 +86,15 @@ def backup(home: Home, target: Path, manifest: Manifest) -> None:
                           hint="name the home with --home (or PIZZAMAIL_HOME)")
     staging = Path(tempfile.mkdtemp(prefix=".backup-", dir=home.root))
     try:
+        # the write lock only while the moment is fixed: a read snapshot (WAL) and a hard link per
+        # mail; the database is copied from that snapshot after serve may write again
         with _writes_held(home.database):
-            _copy_database(home.database, staging / DATABASE)
+            snapshot = _snapshot(home.database)
             _link_tree(home.maildir, staging / MAILDIR)
+        try:
+            _copy_database(snapshot, staging / DATABASE)
+        finally:
+            snapshot.close()
         _write_archive(target, manifest, staging, home)
     except OSError as exc:  # a target folder that is missing or not ours, a file we cannot read
         where = exc.filename or target
@@ -117,14 +123,22 @@ def _writes_held(database: Path) -> Iterator[None]:
         db.close()
 
 
-def _copy_database(database: Path, target: Path) -> None:
-    # from a second connection: SQLite refuses a backup from the one holding the write lock
-    source, copy = sqlite3.connect(database), sqlite3.connect(target)
+def _snapshot(database: Path) -> sqlite3.Connection:
+    """A second connection in a read transaction: the database as of now, however serve writes on
+    (a WAL reader sees the last commit before it began and nothing after)."""
+    source = sqlite3.connect(database, isolation_level=None)
+    source.execute("BEGIN")
+    source.execute("SELECT count(*) FROM sqlite_master").fetchone()  # the read begins here
+    return source
+
+
+def _copy_database(snapshot: sqlite3.Connection, target: Path) -> None:
+    # in one step (pages=-1), read through the snapshot's open transaction
+    copy = sqlite3.connect(target)
     try:
-        source.backup(copy)
+        snapshot.backup(copy)
     finally:
         copy.close()
-        source.close()
 
 
 def _link_tree(source: Path, target: Path) -> None:
