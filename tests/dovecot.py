@@ -255,3 +255,15 @@ class Dovecot:
         with contextlib.suppress(OSError):
             return (self.root / "dovecot.log").read_text(errors="replace")[-3000:]
         return ""
+
+
+@contextlib.contextmanager
+def running(*, special_use: bool = False, drafts: str = "Drafts") -> Iterator[Dovecot]:
+    """A private Dovecot, started, and stopped again afterwards (what each Dovecot fixture yields)."""
+    with private_root() as root:
+        server = Dovecot(root=root, special_use=special_use, drafts=drafts)
+        server.start()
+        try:
+            yield server
+        finally:
+            server.stop()

@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator, Iterator
 import pytest
 
 from pizzamail.account.session import Account, AccountError, ImapSession
-from tests.dovecot import PASSWORD, Dovecot, private_root, unavailable
+from tests.dovecot import PASSWORD, Dovecot, running, unavailable
 from tests.programs import needs
 
 pytestmark = needs(unavailable())
@@ -17,13 +17,8 @@ pytestmark = needs(unavailable())
 
 @pytest.fixture
 def dovecot() -> Iterator[Dovecot]:
-    with private_root() as root:
-        server = Dovecot(root=root, special_use=True)
-        server.start()
-        try:
-            yield server
-        finally:
-            server.stop()
+    with running(special_use=True) as server:
+        yield server
 
 
 @pytest.fixture

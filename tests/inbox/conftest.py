@@ -8,20 +8,15 @@ from collections.abc import Iterator
 import pytest
 
 from pizzamail.config import AccountSettings, AgentSettings, Config, ProviderSettings, RunnerSettings
-from tests.dovecot import Dovecot, private_root
+from tests.dovecot import Dovecot, running
 from tests.fakes.openai_server import FakeOpenAI
 from tests.inbox.owners import BOT, OWNER
 
 
 @pytest.fixture
 def dovecot() -> Iterator[Dovecot]:
-    with private_root() as root:
-        server = Dovecot(root=root, special_use=True)
-        server.start()
-        try:
-            yield server
-        finally:
-            server.stop()
+    with running(special_use=True) as server:
+        yield server
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ from pizzamail.config import load_config
 from pizzamail.home import Home
 from pizzamail.secrets import secret_store
 from pizzamail.service import Service
-from tests.dovecot import PASSWORD, Dovecot, private_root, unavailable
+from tests.dovecot import PASSWORD, Dovecot, running, unavailable
 from tests.e2e.crash import CRASHED
 from tests.e2e.harness import Served, serve_env
 from tests.fakes.openai_server import FakeOpenAI, text
@@ -25,13 +25,8 @@ pytestmark = needs(unavailable())
 
 @pytest.fixture
 def dovecot() -> Iterator[Dovecot]:
-    with private_root() as root:
-        server = Dovecot(root=root, special_use=True)
-        server.start()
-        try:
-            yield server
-        finally:
-            server.stop()
+    with running(special_use=True) as server:
+        yield server
 
 
 def config_text(dovecot: Dovecot, fake_openai: FakeOpenAI) -> str:

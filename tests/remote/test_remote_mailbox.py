@@ -13,7 +13,7 @@ import pizzamail.remote.box as remote_box
 from pizzamail.config import ImapAccountSettings
 from pizzamail.remote.box import RemoteMailbox
 from pizzamail.store import Store
-from tests.dovecot import PASSWORD, Dovecot, private_root, unavailable
+from tests.dovecot import PASSWORD, Dovecot, running, unavailable
 from tests.programs import needs
 
 pytestmark = needs(unavailable())
@@ -25,13 +25,8 @@ class Crash(BaseException):
 
 @pytest.fixture
 def dovecot() -> Iterator[Dovecot]:
-    with private_root() as root:
-        server = Dovecot(root=root, special_use=True, drafts="Brouillons")
-        server.start()
-        try:
-            yield server
-        finally:
-            server.stop()
+    with running(special_use=True, drafts="Brouillons") as server:
+        yield server
 
 
 def settings(dovecot: Dovecot) -> ImapAccountSettings:

@@ -23,7 +23,7 @@ from pizzamail.secrets import secret_store
 from pizzamail.service import Listening, Service
 from pizzamail.store import Store
 from pizzamail.store.blobs import BlobStore
-from tests.dovecot import PASSWORD, Dovecot, free_port, private_root, unavailable
+from tests.dovecot import PASSWORD, Dovecot, free_port, running, unavailable
 from tests.fakes.openai_server import FakeOpenAI, text, tool_call
 from tests.programs import needs
 from tests.triggers.watchtools import eventually
@@ -35,13 +35,8 @@ OWNER, BOT = "me@example.com", "me+bot@example.com"
 
 @pytest.fixture
 def dovecot() -> Iterator[Dovecot]:
-    with private_root() as root:
-        server = Dovecot(root=root, special_use=True, drafts="Brouillons")
-        server.start()
-        try:
-            yield server
-        finally:
-            server.stop()
+    with running(special_use=True, drafts="Brouillons") as server:
+        yield server
 
 
 def imap_config(dovecot: Dovecot, fake_openai: FakeOpenAI, ports: dict[str, int]) -> Config:

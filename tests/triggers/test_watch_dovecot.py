@@ -19,7 +19,7 @@ import pytest
 from pizzamail.secrets import SecretStore
 from pizzamail.store import Store
 from pizzamail.store.blobs import BlobStore
-from tests.dovecot import PASSWORD, Dovecot, private_root, unavailable
+from tests.dovecot import PASSWORD, Dovecot, running, unavailable
 from tests.programs import needs
 from tests.triggers.watchtools import Relay, eventually, mail, watch_config, watching
 
@@ -31,13 +31,8 @@ HOUR = 3600.0
 
 @pytest.fixture
 def dovecot() -> Iterator[Dovecot]:
-    with private_root() as root:
-        server = Dovecot(root=root)
-        server.start()
-        try:
-            yield server
-        finally:
-            server.stop()
+    with running() as server:
+        yield server
 
 
 @contextlib.asynccontextmanager
