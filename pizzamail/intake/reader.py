@@ -23,6 +23,7 @@ import ssl
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from pizzamail.account.retry import retry_delay
 from pizzamail.account.session import Account, AccountError, FolderStatus, ImapSession
 from pizzamail.approvals.service import Approvals
 from pizzamail.config import Config
@@ -77,12 +78,6 @@ class SentCopies:
 
 def _message_id(raw: bytes) -> str | None:
     return first_id(header_text(parse_bytes(raw), "Message-ID"))
-
-
-def retry_delay(attempt: int, *, initial: float, longest: float, patient: bool, jitter: float) -> float:
-    """Seconds before reconnect ``attempt`` (0 = the first); ``jitter`` in [0, 1) trims up to 20 %."""
-    base = longest if patient else initial * 2 ** min(attempt, 30)
-    return min(base, longest) * (1.0 - 0.2 * jitter)
 
 
 @dataclass(kw_only=True)

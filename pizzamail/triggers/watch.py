@@ -21,6 +21,7 @@ import ssl
 from dataclasses import dataclass, field
 from typing import Any
 
+from pizzamail.account.retry import retry_delay
 from pizzamail.account.session import Account, AccountError, FolderStatus, ImapSession
 from pizzamail.account.wire import Fetched
 from pizzamail.config import Config, WatchSettings
@@ -38,15 +39,6 @@ log = logging.getLogger("pizzamail.triggers")
 
 #: how often a server without IDLE is asked for new mail
 POLL_SECONDS = 60.0
-
-
-def retry_delay(attempt: int, settings: WatchSettings, *, patient: bool, jitter: float) -> float:
-    """Seconds before reconnect ``attempt`` (0 = the first); ``jitter`` in [0, 1) trims up to 20 %.
-
-    Jitter keeps several watches of one server (or many users of one provider) from retrying in step.
-    """
-    base = settings.retry_max if patient else settings.retry_initial * 2 ** min(attempt, 30)
-    return min(base, settings.retry_max) * (1.0 - 0.2 * jitter)
 
 
 def password_of(secrets: SecretStore, name: str) -> str:
@@ -88,7 +80,8 @@ class Watcher:
             if self._state in ("watching", "polling"):
                 attempt = 0  # it worked for a while: start the backoff again from retry_initial
             await self._report(problem)
-            await asyncio.sleep(retry_delay(attempt, self.settings, patient=problem.patient,
+            await asyncio.sleep(retry_delay(attempt, initial=self.settings.retry_initial,
+                                            longest=self.settings.retry_max, patient=problem.patient,
                                             jitter=random.random()))
             attempt += 1
 

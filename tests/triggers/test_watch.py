@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from pizzamail.account.retry import retry_delay
 from pizzamail.account.session import AccountError
 from pizzamail.account.wire import fetched_mail, folder_names, folder_status
 from pizzamail.cli import cli
@@ -36,7 +37,7 @@ from pizzamail.store.blobs import BlobStore
 from pizzamail.store.events import Follow, MessageAdded
 from pizzamail.store.watches import Handled
 from pizzamail.triggers.post import TriggerMail
-from pizzamail.triggers.watch import probe, retry_delay, watch_rows
+from pizzamail.triggers.watch import probe, watch_rows
 from pizzamail.triggers.watch_mail import mail_facts, render
 from pizzamail.triggers.watch_state import record
 from tests.fakes.openai_server import FakeOpenAI, text
@@ -489,10 +490,11 @@ def test_cli_watch_test_prints_what_the_watch_sees(tmp_path: Path) -> None:
 
 def test_retry_delay_doubles_to_the_cap_and_waits_long_after_a_refused_login() -> None:
     settings = WatchSettings(host="h", user="u", retry_initial=1.0, retry_max=30.0)
-    delays = [retry_delay(n, settings, patient=False, jitter=0.0) for n in range(7)]
+    limits = {"initial": settings.retry_initial, "longest": settings.retry_max}
+    delays = [retry_delay(n, **limits, patient=False, jitter=0.0) for n in range(7)]
     assert delays == [1.0, 2.0, 4.0, 8.0, 16.0, 30.0, 30.0]
-    assert retry_delay(0, settings, patient=True, jitter=0.0) == 30.0
-    assert retry_delay(0, settings, patient=False, jitter=0.99) == pytest.approx(0.802)
+    assert retry_delay(0, **limits, patient=True, jitter=0.0) == 30.0
+    assert retry_delay(0, **limits, patient=False, jitter=0.99) == pytest.approx(0.802)
 
 
 def test_the_mail_of_a_fetch_answer() -> None:
