@@ -49,6 +49,7 @@ from pizzamail.skills.tools import SkillSource
 from pizzamail.store import Store
 from pizzamail.store.blobs import BlobStore
 from pizzamail.store.events import ActionDecided, Follow, MessageAdded
+from pizzamail.store.location import store_for
 from pizzamail.tools import ToolRegistry
 from pizzamail.tools.builtins import Builtins
 from pizzamail.tools.mcp import McpHub
@@ -151,7 +152,7 @@ class Service:
         return stack.enter_context(listener)
 
     async def _start(self, stack: AsyncExitStack, sockets: Sockets) -> Listening:
-        store = await stack.enter_async_context(Store(path=self.home.database))
+        store = await stack.enter_async_context(store_for(self.home, self.config, self.secrets))
         blobs = BlobStore(root=self.home.blobs)
         local = await Mailbox(root=self.home.maildir, store=store).open() if self.local else None
         mailbox = local or await self._remote(stack, store)

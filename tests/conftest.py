@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -12,6 +14,7 @@ from pizzamail.home import Home
 from pizzamail.mailbox import Mailbox
 from pizzamail.store import Store
 from pizzamail.store.blobs import BlobStore
+from tests import postgres
 from tests.programs import require
 
 # Fuzzing stays random (a new run may find a new input; a failure prints the blob that replays it), but
@@ -53,9 +56,39 @@ def home(tmp_path: Path) -> Home:
     return h
 
 
+@pytest.fixture(scope="session")
+def pg_cluster() -> Iterator[postgres.Cluster]:
+    """One throwaway PostgreSQL server for the whole run, with the store's schema as a template."""
+    with postgres.running() as cluster:
+        with cluster.admin() as conn:
+            conn.execute(f"CREATE DATABASE {postgres.TEMPLATE}")
+
+        async def migrate() -> None:
+            async with Store(url=cluster.url(postgres.TEMPLATE)):
+                pass
+
+        # asked for from inside a test's event loop: migrated on a loop of its own
+        with ThreadPoolExecutor(1) as thread:
+            thread.submit(asyncio.run, migrate()).result()
+        yield cluster
+
+
 @pytest.fixture
-async def store(home: Home) -> AsyncIterator[Store]:
-    async with Store(path=home.database) as s:
+def store_backend() -> str:
+    """The store's engine; the suites that must hold on both (runner, approvals, triggers) make it a
+    parameter (their conftest), the rest run on SQLite."""
+    return "sqlite"
+
+
+@pytest.fixture
+async def store(home: Home, store_backend: str, request: pytest.FixtureRequest) -> AsyncIterator[Store]:
+    if store_backend == "postgresql":
+        cluster: postgres.Cluster = request.getfixturevalue("pg_cluster")
+        opened = Store(url=cluster.database())
+        postgres.point_home(home, opened.url or "")  # the commands a test runs use it too
+    else:
+        opened = Store(path=home.database)
+    async with opened as s:
         yield s
 
 

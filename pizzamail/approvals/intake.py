@@ -15,8 +15,6 @@ import asyncio
 from dataclasses import dataclass
 from email.message import EmailMessage
 
-import aiosqlite
-
 from pizzamail.approvals.decide import Decision, parse_approval_header, read_decision, route
 from pizzamail.approvals.ledger import STATE_TEXT, Applied, actions_named, apply_decision
 from pizzamail.approvals.outbox import sent_arguments, sent_by_user, strip_for_relay
@@ -24,7 +22,7 @@ from pizzamail.composer import Composer, MailContext
 from pizzamail.errors import SmtpRefusal
 from pizzamail.mail.ids import new_message_id
 from pizzamail.mail.parse import ParsedMail, header_text
-from pizzamail.store import Store
+from pizzamail.store import Store, Tx
 from pizzamail.store.actions import HeldAction, action_by_id, action_named, transition
 from pizzamail.store.blobs import BlobStore
 from pizzamail.store.inbox import Claim
@@ -114,7 +112,7 @@ async def record_decision(
     return Decided(thread_id=action.thread_id, applied=applied.applied)
 
 
-async def _state_reply(db: aiosqlite.Connection, blobs: BlobStore, composer: Composer, applied: Applied,
+async def _state_reply(db: Tx, blobs: BlobStore, composer: Composer, applied: Applied,
                        parsed: ParsedMail, message_id: str, *, sender: str) -> None:
     action = applied.action
     text = (f"Nothing changed: {applied.why}.\n\nAction {action.id} ({action.label}) is"

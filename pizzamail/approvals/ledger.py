@@ -27,9 +27,7 @@ import hashlib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-import aiosqlite
-
-from pizzamail.store import Store
+from pizzamail.store import Store, Tx
 from pizzamail.store.actions import (
     HeldAction,
     action_by_id,
@@ -100,7 +98,7 @@ async def actions_named(store: Store, found: Route) -> list[HeldAction]:
     return list(named.values())
 
 
-async def apply_decision(db: aiosqlite.Connection, action: HeldAction, decision: Decision, *,
+async def apply_decision(db: Tx, action: HeldAction, decision: Decision, *,
                          by: str, via: str) -> Applied:
     """Record the decision and move the action if it is still where the decision applies."""
     move = _MOVES[decision.kind]
@@ -137,7 +135,7 @@ def _approved(action: HeldAction, decision: Decision) -> str:
     return action.arguments
 
 
-async def _move(db: aiosqlite.Connection, action: HeldAction, decision: Decision,
+async def _move(db: Tx, action: HeldAction, decision: Decision,
                 move: tuple[str, str], approved: str) -> bool:
     if not await move_action(db, action.id, *move, note=decision.note, approved=approved):
         return False

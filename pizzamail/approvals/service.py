@@ -19,8 +19,6 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from email.message import EmailMessage
 
-import aiosqlite
-
 from pizzamail.approvals.decide import asks_to_stop
 from pizzamail.approvals.expiry import expire_and_remind, withdraw
 from pizzamail.approvals.intake import (
@@ -42,7 +40,7 @@ from pizzamail.mail.parse import ParsedMail
 from pizzamail.mailbox.writing import MailFolders
 from pizzamail.providers.types import ToolCall
 from pizzamail.secrets import SecretStore
-from pizzamail.store import Store
+from pizzamail.store import Store, Tx
 from pizzamail.store.actions import HeldAction, NewHeldAction, action_for_call, canonical_json, hold_action
 from pizzamail.store.approvals import matching_rule, record_release, was_released
 from pizzamail.store.blobs import BlobStore
@@ -89,7 +87,7 @@ class Approvals:
 
     # -- the runner ----------------------------------------------------------------------------
 
-    async def hold(self, db: aiosqlite.Connection, *, run_id: int, thread_id: int, step: HeldStep,
+    async def hold(self, db: Tx, *, run_id: int, thread_id: int, step: HeldStep,
                    idempotent: bool) -> None:
         """The held action of ``step``, in the transaction that records the step: both or neither.
         A call a standing rule released before a crash is held ``unknown``: it may have run."""

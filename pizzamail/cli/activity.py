@@ -11,7 +11,6 @@ import click
 
 from pizzamail.activity.status import LABELS
 from pizzamail.cli.app import App
-from pizzamail.store import Store
 from pizzamail.store.activity import BoardRun, board_runs
 
 
@@ -20,7 +19,7 @@ from pizzamail.store.activity import BoardRun, board_runs
 @click.pass_obj
 def activity(app: App, as_json: bool) -> None:
     """What each active or recently finished run is doing, as the Activity folder shows it."""
-    runs = asyncio.run(_runs(app)) if app.home.database.exists() else []
+    runs = asyncio.run(_runs(app)) if app.has_store() else []
     if as_json:
         click.echo(json.dumps([{**asdict(r), "state": _state(r)} for r in runs], indent=2))
         return
@@ -38,5 +37,5 @@ def _state(run: BoardRun) -> str:
 
 
 async def _runs(app: App) -> list[BoardRun]:
-    async with Store(path=app.home.database) as store:
+    async with app.store() as store:
         return await board_runs(store, finished_since=datetime.now(UTC) - app.config.activity.keep)

@@ -17,6 +17,7 @@ from pizzamail.home import Home, resolve_home, write_private
 if TYPE_CHECKING:
     from pizzamail.config import Config
     from pizzamail.secrets import SecretStore
+    from pizzamail.store import Store
 
 
 @dataclass(kw_only=True)
@@ -41,6 +42,17 @@ class App:
         from pizzamail.secrets import secret_store
 
         return secret_store(self.home)
+
+    def has_store(self) -> bool:
+        """Whether there is state to read: a PostgreSQL store, or the home's SQLite file (a command
+        that only reads does not make an empty one)."""
+        return bool(self.config.store.url) or self.home.database.exists()
+
+    def store(self) -> Store:
+        """The home's store (``[store] url``, else its SQLite file), not yet opened."""
+        from pizzamail.store.location import store_for
+
+        return store_for(self.home, self.config, self.secrets)
 
     def initialise(self) -> list[str]:
         """Create whatever is missing (folders, config, account password). Returns what was made."""

@@ -23,7 +23,6 @@ import click
 from pizzamail.approvals.ledger import STATE_TEXT, Applied, apply_decision, pending
 from pizzamail.approvals.ledger import remove_rule as remove_rule_row
 from pizzamail.cli.app import App
-from pizzamail.store import Store
 from pizzamail.store.actions import HeldAction, action_by_id, canonical_json
 from pizzamail.store.approvals import Rule
 from pizzamail.store.approvals import rules as list_rules
@@ -39,7 +38,7 @@ if TYPE_CHECKING:
 @click.pass_obj
 def approvals(app: App, as_json: bool) -> None:
     """List the actions waiting for your decision."""
-    found = asyncio.run(_pending(app)) if app.home.database.exists() else []
+    found = asyncio.run(_pending(app)) if app.has_store() else []
     if as_json:
         click.echo(json.dumps([{**_public(a), "description": said} for a, said in found], indent=2))
         return
@@ -91,7 +90,7 @@ def rules(ctx: click.Context) -> None:
 @click.pass_obj
 def rules_list(app: App, as_json: bool = False) -> None:
     """List standing rules."""
-    found = asyncio.run(_rules(app)) if app.home.database.exists() else []
+    found = asyncio.run(_rules(app)) if app.has_store() else []
     if as_json:
         click.echo(json.dumps([asdict(r) for r in found], indent=2))
         return
@@ -123,7 +122,7 @@ def _decide(app: App, action_id: int, decision: Decision) -> None:
 
 async def _apply(app: App, action_id: int, decision: Decision) -> Applied | None:
     by = f"{app.config.account.address} (terminal, user {getpass.getuser()})"
-    async with Store(path=app.home.database) as store, store.write() as db:
+    async with app.store() as store, store.write() as db:
         action = await action_by_id(db, action_id)
         if action is None:
             return None
@@ -132,7 +131,7 @@ async def _apply(app: App, action_id: int, decision: Decision) -> Applied | None
 
 async def _pending(app: App) -> list[tuple[HeldAction, str]]:
     """The waiting actions, each with what its tool says about the call ('' when nothing)."""
-    async with Store(path=app.home.database) as store:
+    async with app.store() as store:
         found = await pending(store)
         if not found:
             return []
@@ -160,12 +159,12 @@ def _described(app: App, builtins: Builtins, action: HeldAction) -> str:
 
 
 async def _rules(app: App) -> list[Rule]:
-    async with Store(path=app.home.database) as store:
+    async with app.store() as store:
         return await list_rules(store)
 
 
 async def _remove(app: App, rule_id: int) -> bool:
-    async with Store(path=app.home.database) as store:
+    async with app.store() as store:
         return await remove_rule_row(store, rule_id)
 
 

@@ -14,7 +14,6 @@ from pizzamail import __version__
 from pizzamail.cli.app import App
 from pizzamail.errors import BackupError, ConfigError
 from pizzamail.secrets import ACCOUNT_PASSWORD
-from pizzamail.store import Store
 from pizzamail.store import backup as archive
 from pizzamail.store.blobs import BlobStore
 from pizzamail.store.threads import Message, thread_messages
@@ -25,6 +24,10 @@ from pizzamail.store.threads import Message, thread_messages
 @click.pass_obj
 def backup(app: App, file: Path) -> None:
     """Write the whole home (mail, threads, config, skills) to FILE (.tar.gz), even while serving."""
+    if app.config.store.url:
+        raise click.ClickException(
+            "[store] url names a PostgreSQL database: back it up with `pg_dump` (its own tool, consistent"
+            " while pizzamail runs). `pizzamail backup` copies a home whose state is its SQLite file.")
     manifest = archive.Manifest(version=__version__, home=str(app.home.root), secrets=secrets_used(app))
     archive.backup(app.home, file, manifest)
     click.echo(f"backed up {app.home.root} to {file}")
@@ -109,10 +112,10 @@ def export(app: App, thread: int, file: Path | None) -> None:
 
 
 async def _messages(app: App, thread: int) -> list[tuple[Message, bytes]]:
-    if not app.home.database.exists():
+    if not app.has_store():
         return []
     blobs = BlobStore(root=app.home.blobs)
-    async with Store(path=app.home.database) as store:
+    async with app.store() as store:
         return [(m, await blobs.load(m.blob)) for m in await thread_messages(store, thread)]
 
 

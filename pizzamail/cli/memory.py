@@ -14,7 +14,6 @@ from pathlib import Path
 import click
 
 from pizzamail.cli.app import App
-from pizzamail.store import Store
 from pizzamail.store.memory import Note, delete_note, edit_note, get_note, notes
 from pizzamail.tools.memory import MAX_NOTE, note_line, write_memory_file
 
@@ -32,7 +31,7 @@ def memory(ctx: click.Context) -> None:
 @click.pass_obj
 def memory_list(app: App, as_json: bool = False) -> None:
     """List the notes, oldest first, with their ids."""
-    found = asyncio.run(_notes(app)) if app.home.database.exists() else []
+    found = asyncio.run(_notes(app)) if app.has_store() else []
     if as_json:
         click.echo(json.dumps([asdict(n) for n in found], indent=2))
         return
@@ -74,12 +73,12 @@ def memory_edit(app: App, note_id: int, text: str | None) -> None:
 
 
 async def _notes(app: App) -> list[Note]:
-    async with Store(path=app.home.database) as store:
+    async with app.store() as store:
         return list(reversed(await notes(store, limit=100_000)))
 
 
 async def _note(app: App, note_id: int) -> Note:
-    async with Store(path=app.home.database) as store:
+    async with app.store() as store:
         found = await get_note(store, note_id)
     if found is None:
         raise click.ClickException(f"there is no note {note_id}; see `pizzamail memory list`")
@@ -88,7 +87,7 @@ async def _note(app: App, note_id: int) -> Note:
 
 async def _change(app: App, note_id: int, text: str | None) -> None:
     """Edit (``text``) or delete (None) a note, then rewrite ``memory.md``."""
-    async with Store(path=app.home.database) as store:
+    async with app.store() as store:
         async with store.write() as db:
             done = await (delete_note(db, note_id) if text is None else edit_note(db, note_id, text))
         if not done:

@@ -7,7 +7,6 @@ import asyncio
 import click
 
 from pizzamail.cli.app import App
-from pizzamail.store import Store
 from pizzamail.store.runs import ask_stop
 from pizzamail.store.threads import thread_subject
 
@@ -17,7 +16,7 @@ from pizzamail.store.threads import thread_subject
 @click.pass_obj
 def stop(app: App, thread_id: int) -> None:
     """Stop the run working in THREAD (and its queued follow-ups); the thread gets a "Stopped" mail."""
-    if not app.home.database.exists():
+    if not app.has_store():
         raise click.ClickException(f"there is no thread {thread_id}; see `pizzamail threads`")
     run_id = asyncio.run(_stop(app, thread_id))
     if run_id is None:
@@ -30,7 +29,7 @@ def stop(app: App, thread_id: int) -> None:
 
 
 async def _stop(app: App, thread_id: int) -> int | None:
-    async with Store(path=app.home.database) as store:
+    async with app.store() as store:
         if not await thread_subject(store, thread_id):  # every thread has one ("(no subject)" at least)
             raise click.ClickException(f"there is no thread {thread_id}; see `pizzamail threads`")
         async with store.write() as db:

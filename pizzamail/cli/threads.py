@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING
 import click
 
 from pizzamail.cli.app import App
-from pizzamail.store import Store
 from pizzamail.store.blobs import BlobStore
 from pizzamail.store.threads import Thread, list_threads
 from pizzamail.store.usage import Usage, thread_usage
@@ -53,7 +52,7 @@ async def _submit(app: App, text: str, agent: str) -> Stored:
     from pizzamail.intake.tasks import submit_text  # mail parsing: `threads` starts without it
 
     config = app.config
-    async with Store(path=app.home.database) as store:
+    async with app.store() as store:
         return await submit_text(
             store, BlobStore(root=app.home.blobs), text, sender=config.account.address,
             agent=agent, domain=config.domain,
@@ -65,7 +64,7 @@ async def _submit(app: App, text: str, agent: str) -> Stored:
 @click.pass_obj
 def threads(app: App, as_json: bool) -> None:
     """List threads, newest first, with their status."""
-    found, usage = asyncio.run(_threads(app)) if app.home.database.exists() else ([], {})
+    found, usage = asyncio.run(_threads(app)) if app.has_store() else ([], {})
     if as_json:
         click.echo(json.dumps([{**asdict(t), "usage": asdict(usage.get(t.id, Usage()))} for t in found],
                               indent=2))
@@ -79,5 +78,5 @@ def threads(app: App, as_json: bool) -> None:
 
 
 async def _threads(app: App) -> tuple[list[Thread], dict[int, Usage]]:
-    async with Store(path=app.home.database) as store:
+    async with app.store() as store:
         return await list_threads(store), await thread_usage(store)

@@ -12,7 +12,6 @@ from pizzamail.auth import sender_key
 from pizzamail.cli.app import App
 from pizzamail.config import HookSettings, ScheduleSettings, schedule_settings
 from pizzamail.errors import ConfigError
-from pizzamail.store import Store
 from pizzamail.store.blobs import BlobStore
 from pizzamail.store.hooks import Hook, list_hooks
 from pizzamail.store.schedules import Schedule, list_schedules, remove_schedule
@@ -48,7 +47,7 @@ def schedule_add(app: App, name: str, when: str, cron: str, prompt: str, tz: str
     app.home.create_dirs()
 
     async def save() -> Schedule:
-        async with Store(path=app.home.database) as store:
+        async with app.store() as store:
             return await save_schedule(store, name, settings, source="cli", at=utcnow(),
                                        agent_tz=app.config.agent.timezone)
 
@@ -91,10 +90,10 @@ def schedule_run(app: App, name: str) -> None:
     """Start one occurrence now, in the schedule's thread, to try it out (the schedule's own times
     are not affected)."""
     async def run() -> Posted | None:
-        async with Store(path=app.home.database) as store:
+        async with app.store() as store:
             return await run_now(store, BlobStore(root=app.home.blobs), app.config, name, at=utcnow())
 
-    posted = asyncio.run(run()) if app.home.database.exists() else None
+    posted = asyncio.run(run()) if app.has_store() else None
     if posted is None:
         raise click.ClickException(f"no schedule {name!r} (see `pizzamail schedule list`)")
     click.echo(f"schedule {name}: run {posted.run_id} queued in thread {posted.thread_id}")
@@ -108,10 +107,10 @@ def schedule_run(app: App, name: str) -> None:
 def schedule_rm(app: App, name: str) -> None:
     """Remove a schedule (its thread stays). One in config.toml comes back at the next start."""
     async def remove() -> bool:
-        async with Store(path=app.home.database) as store:
+        async with app.store() as store:
             return await remove_schedule(store, name)
 
-    if not app.home.database.exists() or not asyncio.run(remove()):
+    if not app.has_store() or not asyncio.run(remove()):
         raise click.ClickException(f"no schedule {name!r}")
     click.echo(f"removed schedule {name}")
 
@@ -147,16 +146,16 @@ def _what(row: dict[str, Any]) -> str:
 
 
 async def _schedules(app: App) -> list[Schedule]:
-    if not app.home.database.exists():
+    if not app.has_store():
         return []
-    async with Store(path=app.home.database) as store:
+    async with app.store() as store:
         return await list_schedules(store)
 
 
 async def _all(app: App) -> list[dict[str, Any]]:
-    if not app.home.database.exists():
+    if not app.has_store():
         return _rows(app, [], {}, {}) + await watch_rows(None, app.config)
-    async with Store(path=app.home.database) as store:
+    async with app.store() as store:
         schedules = await list_schedules(store)
         hooks = {h.name: h for h in await list_hooks(store)}
         senders = {name: _last_task(await last_task_from(store, s.address))

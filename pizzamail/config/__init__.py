@@ -42,6 +42,7 @@ from pizzamail.config.sections import (
     RunnerSettings,
     ServerSettings,
     SkillsSettings,
+    StoreSettings,
     ToolsSettings,
 )
 from pizzamail.config.template import default_config_text
@@ -81,6 +82,7 @@ __all__ = [
     "ServerSettings",
     "SkillsSettings",
     "SpecialistSettings",
+    "StoreSettings",
     "ToolsSettings",
     "WatchSettings",
     "default_config_text",
@@ -101,6 +103,7 @@ class Config:
     server: ServerSettings = Field(default_factory=ServerSettings)
     account: AccountSettings = Field(default_factory=AccountSettings)
     mailbox: MailboxSettings = Field(default_factory=MailboxSettings)
+    store: StoreSettings = Field(default_factory=StoreSettings)
     agent: AgentSettings = Field(default_factory=AgentSettings)
     agents: dict[str, SpecialistSettings] = Field(default_factory=dict)
     runner: RunnerSettings = Field(default_factory=RunnerSettings)

@@ -105,6 +105,23 @@ def url_problem(value: str) -> str | None:
     return "an http:// or https:// URL such as http://127.0.0.1:8000/mcp"
 
 
+def store_url_problem(value: str) -> str | None:
+    from urllib.parse import urlsplit
+
+    if not value:
+        return None
+    try:
+        parts = urlsplit(value)
+    except ValueError:
+        parts = None
+    if parts is None or parts.scheme not in ("postgresql", "postgres") or not parts.path.strip("/"):
+        return "a PostgreSQL url such as postgresql://pizzamail@db.internal/pizzamail (empty: SQLite)"
+    if parts.password:
+        return ("a url without its password: keep the password in the keyring with"
+                " `pizzamail keys set store` (or $PGPASSWORD)")
+    return None
+
+
 def addresses_problem(value: list[str]) -> str | None:
     bad = [v for v in value if address_problem(v) is not None]
     return f"e-mail addresses (not {bad[0]!r})" if bad else None

@@ -24,6 +24,7 @@ from pizzamail.config.checks import (
     model_problem,
     one_of,
     setting,
+    store_url_problem,
     url_problem,
     user_problem,
 )
@@ -170,6 +171,19 @@ class ActivitySettings:
     @property
     def keep(self) -> timedelta:
         return timedelta(seconds=duration_seconds(self.keep_finished) or 0)
+
+
+@dataclass(frozen=True, kw_only=True, config=SECTION)
+class StoreSettings:
+    """Where pizzamail's state lives: SQLite in the home folder, or a PostgreSQL database that any
+    number of ``serve`` and ``worker`` processes share."""
+
+    url: Annotated[StrictStr, checked(store_url_problem)] = setting(
+        "", "postgresql://USER@HOST/DB (password: `pizzamail keys set store` or $PGPASSWORD);"
+        " empty: SQLite in the home folder")
+    pool: Count = setting(10, "PostgreSQL: most connections one process keeps open")
+    lease_seconds: Seconds = setting(
+        30.0, "PostgreSQL: a worker that stops renewing its claim on a run this long loses it to another")
 
 
 RELAY_SECURITY = ("starttls", "ssl", "none")

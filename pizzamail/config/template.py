@@ -62,6 +62,8 @@ _TOOLS_EXAMPLE = [
     "# port = 587",
     '# security = "starttls"          # or "ssl" (port 465), "none" (loopback only)',
     '# user = "you@example.com"       # password: `pizzamail keys set relay`',
+    "# [store]                        # state in PostgreSQL, shared by `serve` and `pizzamail worker`s",
+    '# url = "postgresql://pizzamail@db.internal/pizzamail"   # password: `pizzamail keys set store`',
     "# [activity]                     # the Activity folder: one status mail per run",
     '# keep_finished = "24h"          # a finished run\'s mail stays this long',
     "",

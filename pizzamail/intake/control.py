@@ -7,14 +7,12 @@ the request in the same transaction; the runner working on the run cancels it an
 
 from __future__ import annotations
 
-import aiosqlite
-
 from pizzamail.composer import Composer, MailContext
 from pizzamail.intake.tasks import Stored
 from pizzamail.mail.ids import new_message_id
 from pizzamail.mail.parse import ParsedMail
 from pizzamail.mail.reply import user_words
-from pizzamail.store import Store
+from pizzamail.store import Store, Tx
 from pizzamail.store.blobs import BlobStore
 from pizzamail.store.inbox import Claim
 from pizzamail.store.mailwriter import add_mail, message_row, received_row
@@ -43,7 +41,7 @@ async def record_stop(
     return Stored(thread_id=thread_id, run_id=None, stop=True)
 
 
-async def _not_running(db: aiosqlite.Connection, blobs: BlobStore, composer: Composer, parsed: ParsedMail,
+async def _not_running(db: Tx, blobs: BlobStore, composer: Composer, parsed: ParsedMail,
                        message_id: str, *, thread_id: int, bot: str) -> None:
     run_id = await last_run(db, thread_id)
     ctx = MailContext(thread_id=thread_id, run_id=run_id or 0, subject=parsed.subject,

@@ -27,8 +27,6 @@ from dataclasses import dataclass, replace
 from email.message import EmailMessage
 from email.utils import getaddresses
 
-import aiosqlite
-
 from pizzamail.account.wire import Fetched
 from pizzamail.approvals.decide import parse_approval_header
 from pizzamail.approvals.service import Approvals
@@ -39,7 +37,7 @@ from pizzamail.intake.control import record_stop
 from pizzamail.intake.owner import SentFolder, Verdict, check_owner
 from pizzamail.intake.tasks import store_task
 from pizzamail.mail.parse import ParsedMail, header_text, parse_bytes, parsed_mail
-from pizzamail.store import Store
+from pizzamail.store import Store, Tx
 from pizzamail.store.actions import HeldAction
 from pizzamail.store.blobs import BlobStore
 from pizzamail.store.inbox import Seen, claim, claimer, passed_over
@@ -244,7 +242,7 @@ class InboxIntake:
         log.warning("refused a decision on action %d from %s: %s", action.id, by, verdict.why)
         return f"refused decision on action {action.id}"
 
-    async def _tell_owner(self, db: aiosqlite.Connection, action: HeldAction, subject: str, agent: str,
+    async def _tell_owner(self, db: Tx, action: HeldAction, subject: str, agent: str,
                           *, text: str) -> None:
         ctx = MailContext(thread_id=action.thread_id, run_id=action.run_id, subject=subject,
                           in_reply_to=action.request_message_id, references=[],

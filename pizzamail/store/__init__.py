@@ -1,24 +1,25 @@
-"""The store: SQLite through aiosqlite, the one source of truth for state.
+"""The store: the one source of truth for state, in SQLite (embedded, the default) or PostgreSQL.
 
-One writer connection (serialised by a lock, ``BEGIN IMMEDIATE`` per transaction) and one reader
-connection; in WAL mode readers never see a half-done write and never block the writer. What a
-transaction changed is published to ``Store.events`` after its commit (:mod:`pizzamail.store.events`).
+Every write is one transaction of :meth:`Store.write`, and writes are serialised: SQLite has a
+single writer (``BEGIN IMMEDIATE``), and on PostgreSQL each write transaction first takes one
+advisory lock, so the reasoning "nothing else changes the store while my transaction runs" holds
+across processes and machines alike. Reads never wait for a writer and never see half of one. What a
+transaction changed is published to ``Store.events`` after its commit (:mod:`pizzamail.store.events`);
+with PostgreSQL, other processes' commits arrive there too, by LISTEN/NOTIFY.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterable
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Awaitable, Generator, Iterable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
-
-import aiosqlite
+from typing import Any, Protocol
 
 from pizzamail.store.events import CommitEvent, Events, collecting
-from pizzamail.store.migrations import migrate
+from pizzamail.store.sql import SQLITE
 
 
 def now() -> str:
@@ -26,44 +27,104 @@ def now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-async def _connect(path: Path) -> aiosqlite.Connection:
-    connecting = aiosqlite.connect(path, isolation_level=None)
-    try:
-        db = await connecting
-    except BaseException:
-        # aiosqlite stops its thread without waiting for it: waited for here, or it reports to a
-        # loop already closed (a traceback after serve's one-line error)
-        await asyncio.to_thread(connecting._thread.join)
-        raise
-    db.row_factory = aiosqlite.Row
-    await db.execute("PRAGMA journal_mode=WAL")
-    await db.execute("PRAGMA synchronous=FULL")
-    await db.execute("PRAGMA foreign_keys=ON")
-    await db.execute("PRAGMA busy_timeout=10000")
-    return db
+class Row(Protocol):
+    """A result row: by position or by column name; ``dict(row)`` maps names to values."""
+
+    def __getitem__(self, key: int | str, /) -> Any: ...
+
+    def keys(self) -> list[str]: ...
+
+
+class Cursor(Protocol):
+    @property
+    def rowcount(self) -> int: ...
+
+    async def fetchone(self) -> Row | None: ...
+
+    async def fetchall(self) -> Iterable[Row]: ...
+
+
+class Statement(Protocol):
+    """A statement sent: awaited for its cursor, or used as ``async with db.execute(...) as cursor``."""
+
+    def __await__(self) -> Generator[Any, None, Cursor]: ...
+
+    async def __aenter__(self) -> Cursor: ...
+
+    async def __aexit__(self, *exc: Any) -> Any: ...
+
+
+class Tx(Protocol):
+    """An open write transaction (SQLite's dialect, ``?`` parameters, on either backend)."""
+
+    def execute(self, sql: str, parameters: Iterable[Any] | None = None, /) -> Statement: ...
+
+    async def executemany(self, sql: str, parameters: Iterable[Iterable[Any]], /) -> Any: ...
+
+    async def commit(self) -> None: ...
+
+    async def rollback(self) -> None: ...
+
+
+class Backend(Protocol):
+    dialect: str
+
+    async def open(self) -> None: ...
+
+    async def close(self) -> None: ...
+
+    def transaction(self) -> AbstractAsyncContextManager[Tx]: ...
+
+    async def announce(self, tx: Tx, changes: list[CommitEvent]) -> None: ...
+
+    async def fetchall(self, sql: str, params: tuple[Any, ...]) -> list[Row]: ...
+
+    async def data_version(self) -> int: ...
 
 
 @dataclass(kw_only=True)
 class Store:
-    path: Path
-    _writer: aiosqlite.Connection | None = None
-    _reader: aiosqlite.Connection | None = None
+    """``Store(path=…)``: SQLite in that file. ``Store(url="postgresql://…")``: PostgreSQL."""
+
+    path: Path | None = None
+    url: str | None = None
+    password: str | None = None
+    """PostgreSQL's password when the url has none (from the keyring: ``pizzamail keys set store``)"""
+    pool_size: int = 10
+    """PostgreSQL: most connections this store keeps open"""
     events: Events = field(default_factory=Events)
-    """commit events: subscribe here to follow what the service's own transactions change"""
+    """commit events: subscribe here to follow what committed transactions change"""
+    _backend: Backend | None = None
     _lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
+    @property
+    def dialect(self) -> str:
+        return self._open_backend().dialect
+
+    def twin(self) -> Store:
+        """Another store on the same database (unopened): another process's view, for tests and tools."""
+        return Store(path=self.path, url=self.url, password=self.password, pool_size=self.pool_size)
+
     async def open(self) -> Store:
-        self._writer = await _connect(self.path)
-        self.path.chmod(0o600)
-        await migrate(self._writer)
-        self._reader = await _connect(self.path)
+        if self.url is not None:
+            from pizzamail.store.postgres import PostgresBackend
+            self._backend = PostgresBackend(url=self.url, password=self.password, events=self.events,
+                                            pool_size=self.pool_size)
+        else:
+            from pizzamail.store.sqlite import SqliteBackend
+            assert self.path is not None, "a store needs a path or a url"
+            self._backend = SqliteBackend(path=self.path)
+        try:
+            await self._backend.open()
+        except BaseException:
+            self._backend = None
+            raise
         return self
 
     async def close(self) -> None:
-        for db in (self._reader, self._writer):
-            if db is not None:
-                await db.close()
-        self._reader = self._writer = None
+        if self._backend is not None:
+            await self._backend.close()
+        self._backend = None
 
     async def __aenter__(self) -> Store:
         return await self.open()
@@ -71,55 +132,85 @@ class Store:
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
+    def _open_backend(self) -> Backend:
+        assert self._backend is not None, "store is not open"
+        return self._backend
+
     @asynccontextmanager
-    async def write(self) -> AsyncIterator[aiosqlite.Connection]:
+    async def write(self) -> AsyncIterator[Tx]:
         """One write transaction: committed on normal exit, rolled back on an exception. The events
         recorded in it are published once it is committed, never for a rollback.
 
-        Safe under cancellation: aiosqlite runs statements in order on its own thread, so the
-        rollback (or commit) queued here always follows the BEGIN, even one whose await was
-        cancelled; both are no-ops when no transaction is open.
+        Safe under cancellation: a rollback or commit already sent is waited for before the
+        cancellation goes on, so the connection is never left mid-transaction.
         """
-        assert self._writer is not None, "store is not open"
-        db = self._writer
-        async with self._lock:
-            with collecting(db) as changes:
+        backend = self._open_backend()
+        async with self._lock, backend.transaction() as tx:
+            with collecting(tx) as changes:
                 try:
-                    await db.execute("BEGIN IMMEDIATE")
-                    yield db
+                    yield tx
                 except BaseException:
-                    await asyncio.shield(db.rollback())
+                    await _finish(tx.rollback())
                     raise
-                await self._commit(db, changes)
+                await self._commit(backend, tx, changes)
 
-    async def _commit(self, db: aiosqlite.Connection, changes: list[CommitEvent]) -> None:
+    async def _commit(self, backend: Backend, tx: Tx, changes: list[CommitEvent]) -> None:
         """A commit whose caller is cancelled meanwhile still happens, so its events are published
         when it is done (before the caller resumes, when it is not cancelled)."""
-        commit = asyncio.ensure_future(db.commit())
+
+        async def seal() -> None:
+            await backend.announce(tx, changes)
+            await tx.commit()
+
+        commit = asyncio.ensure_future(seal())
 
         def committed(done: asyncio.Future[None]) -> None:
             if not done.cancelled() and done.exception() is None:
                 self.events.publish(changes)
 
         commit.add_done_callback(committed)
-        await asyncio.shield(commit)
+        await _finish(commit)
 
-    async def fetchall(self, sql: str, params: Iterable[Any] = ()) -> list[aiosqlite.Row]:
-        """All rows of one query, read to the end in one step of the reader's thread.
+    async def fetchall(self, sql: str, params: Iterable[Any] = ()) -> list[Row]:
+        """All rows of one query, read to the end in one step (never a statement left half-read,
+        whose open read transaction would keep the next query in the past)."""
+        return await self._open_backend().fetchall(sql, tuple(params))
 
-        Not ``execute`` then ``fetchall``: a caller cancelled between the two left a statement
-        half-read, whose open read transaction kept the reader's next query in the past (a run
-        just claimed was "not there", and stayed ``running`` with nobody on it).
-        """
-        assert self._reader is not None, "store is not open"
-        return list(await self._reader.execute_fetchall(sql, tuple(params)))
-
-    async def fetchone(self, sql: str, params: Iterable[Any] = ()) -> aiosqlite.Row | None:
+    async def fetchone(self, sql: str, params: Iterable[Any] = ()) -> Row | None:
         rows = await self.fetchall(sql, params)
         return rows[0] if rows else None
 
     async def data_version(self) -> int:
-        """A counter that moves when another connection commits (no table is read: cheap to poll).
-        The reader never writes, so it also moves on this store's own commits."""
-        row = await self.fetchone("PRAGMA data_version")
-        return int(row[0]) if row is not None else 0
+        """A counter that moves when a commit happened, this process's or another's (cheap to poll:
+        SQLite's ``data_version``; on PostgreSQL the notifications received)."""
+        return await self._open_backend().data_version()
+
+
+def dialect_of(db: Tx) -> str:
+    """The SQL dialect of an open transaction (only the PostgreSQL one says)."""
+    return str(getattr(db, "dialect", SQLITE))
+
+
+async def inserted(db: Tx, sql: str, params: Iterable[Any]) -> int | None:
+    """Run an ``INSERT`` and return the id it gave (``RETURNING id``, which both engines have);
+    None when ``ON CONFLICT DO NOTHING`` inserted nothing."""
+    async with db.execute(f"{sql} RETURNING id", tuple(params)) as cursor:
+        row = await cursor.fetchone()
+    return None if row is None else int(row[0])
+
+
+async def insert(db: Tx, sql: str, params: Iterable[Any]) -> int:
+    """Run an ``INSERT`` of one row and return the id it gave."""
+    new = await inserted(db, sql, params)
+    assert new is not None, "the insert gave no row"
+    return new
+
+
+async def _finish(step: Awaitable[None]) -> None:
+    """Await ``step`` to its end even when cancelled meanwhile; the cancellation is raised after."""
+    future = asyncio.ensure_future(step)
+    try:
+        await asyncio.shield(future)
+    except asyncio.CancelledError:
+        await asyncio.wait([future])
+        raise

@@ -14,9 +14,7 @@ import secrets
 from dataclasses import dataclass
 from typing import Any
 
-import aiosqlite
-
-from pizzamail.store import Store, now
+from pizzamail.store import Row, Store, Tx, now
 
 
 def canonical_json(arguments: dict[str, Any]) -> str:
@@ -101,7 +99,7 @@ class HeldAction:
         return self.tool if self.server == "builtin" else f"{self.server}: {self.original}"
 
 
-async def hold_action(db: aiosqlite.Connection, action: NewHeldAction) -> bool:
+async def hold_action(db: Tx, action: NewHeldAction) -> bool:
     """Record a held action (status ``held``, or ``unknown`` if interrupted) inside the caller's
     transaction.
 
@@ -129,11 +127,11 @@ async def held_actions(store: Store, *, run_id: int | None = None, status: str |
     return [HeldAction(**dict(r)) for r in rows]
 
 
-def _action(row: aiosqlite.Row | None) -> HeldAction | None:
+def _action(row: Row | None) -> HeldAction | None:
     return HeldAction(**dict(row)) if row else None
 
 
-async def action_by_id(db: aiosqlite.Connection, action_id: int) -> HeldAction | None:
+async def action_by_id(db: Tx, action_id: int) -> HeldAction | None:
     """Read inside the caller's transaction: the state a decision is about to move."""
     async with db.execute("SELECT * FROM held_actions WHERE id = ?", (action_id,)) as cursor:
         return _action(await cursor.fetchone())
@@ -169,7 +167,7 @@ async def waiting_actions(store: Store, *, requested: bool = False) -> list[Held
     return [HeldAction(**dict(r)) for r in await store.fetchall(sql + " ORDER BY id")]
 
 
-async def move_action(db: aiosqlite.Connection, action_id: int, old: str, new: str, *, note: str,
+async def move_action(db: Tx, action_id: int, old: str, new: str, *, note: str,
                       approved: str) -> bool:
     """A decision's move, only from ``old`` (a racing decision finds nothing to move)."""
     cursor = await db.execute(
@@ -178,7 +176,7 @@ async def move_action(db: aiosqlite.Connection, action_id: int, old: str, new: s
     return cursor.rowcount == 1
 
 
-async def set_outgoing(db: aiosqlite.Connection, action_id: int, blob: str | None,
+async def set_outgoing(db: Tx, action_id: int, blob: str | None,
                        recipients: list[str] | None) -> None:
     """The mail an approval relays: the user's sent draft (its blob and envelope), or None."""
     rcpts = json.dumps(recipients) if recipients is not None else None
@@ -186,7 +184,7 @@ async def set_outgoing(db: aiosqlite.Connection, action_id: int, blob: str | Non
                      (blob, rcpts, action_id))
 
 
-async def transition(db: aiosqlite.Connection, action_id: int, old: str, new: str, *,
+async def transition(db: Tx, action_id: int, old: str, new: str, *,
                      result: str | None = None, is_error: bool = False, note: str | None = None) -> bool:
     cursor = await db.execute(
         "UPDATE held_actions SET status = ?, result = coalesce(?, result), result_is_error = ?,"
@@ -196,12 +194,12 @@ async def transition(db: aiosqlite.Connection, action_id: int, old: str, new: st
     return cursor.rowcount == 1
 
 
-async def set_request(db: aiosqlite.Connection, action_id: int, message_id: str) -> None:
+async def set_request(db: Tx, action_id: int, message_id: str) -> None:
     """The request mail's Message-ID: a reply to it routes back to the action by In-Reply-To."""
     await db.execute("UPDATE held_actions SET request_message_id = ? WHERE id = ?", (message_id, action_id))
 
 
-async def mark_reminded(db: aiosqlite.Connection, action_id: int) -> bool:
+async def mark_reminded(db: Tx, action_id: int) -> bool:
     """Once only, and only while the action still waits."""
     cursor = await db.execute(
         "UPDATE held_actions SET reminded_at = ? WHERE id = ? AND status = 'held' AND reminded_at IS NULL",
@@ -209,11 +207,13 @@ async def mark_reminded(db: aiosqlite.Connection, action_id: int) -> bool:
     return cursor.rowcount == 1
 
 
-async def record_copy(db: aiosqlite.Connection, action_id: int, name: str) -> None:
+async def record_copy(db: Tx, action_id: int, name: str) -> None:
     """The Maildir name of the request's copy in ``Action``."""
     await db.execute("UPDATE held_actions SET action_copy = ? WHERE id = ?", (name, action_id))
 
 
-async def forget_copies(db: aiosqlite.Connection, names: list[str]) -> None:
+async def forget_copies(db: Tx, names: list[str]) -> None:
+    if not names:
+        return
     marks = ", ".join("?" * len(names))
     await db.execute(f"UPDATE held_actions SET action_copy = NULL WHERE action_copy IN ({marks})", names)

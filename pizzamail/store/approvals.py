@@ -8,9 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import aiosqlite
-
-from pizzamail.store import Store, now
+from pizzamail.store import Store, Tx, now
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -69,7 +67,7 @@ class RuleRelease:
     at: str
 
 
-async def add_decision(db: aiosqlite.Connection, decision: NewDecision) -> None:
+async def add_decision(db: Tx, decision: NewDecision) -> None:
     await db.execute(
         "INSERT INTO decisions(action_id, kind, by_address, via, arguments, note, applied, at)"
         " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
@@ -87,7 +85,7 @@ async def applied_decisions(store: Store, run_id: int) -> list[AppliedDecision]:
     return [AppliedDecision(**dict(r)) for r in rows]
 
 
-async def add_rule(db: aiosqlite.Connection, *, server: str, tool: str, arguments: str,
+async def add_rule(db: Tx, *, server: str, tool: str, arguments: str,
                    action_id: int | None) -> None:
     """A standing rule; the same rule again changes nothing."""
     await db.execute(
@@ -101,7 +99,7 @@ async def rules(store: Store) -> list[Rule]:
     return [Rule(**dict(r)) for r in await store.fetchall("SELECT * FROM approval_rules ORDER BY id")]
 
 
-async def remove_rule(db: aiosqlite.Connection, rule_id: int) -> bool:
+async def remove_rule(db: Tx, rule_id: int) -> bool:
     cursor = await db.execute("DELETE FROM approval_rules WHERE id = ?", (rule_id,))
     return cursor.rowcount == 1
 
@@ -114,7 +112,7 @@ async def matching_rule(store: Store, *, server: str, tool: str, arguments: str)
     return Rule(**dict(row)) if row else None
 
 
-async def record_release(db: aiosqlite.Connection, *, run_id: int, call_id: str, rule: Rule,
+async def record_release(db: Tx, *, run_id: int, call_id: str, rule: Rule,
                          arguments: str) -> bool:
     """False when this call was recorded as released before."""
     cursor = await db.execute(
@@ -124,7 +122,7 @@ async def record_release(db: aiosqlite.Connection, *, run_id: int, call_id: str,
     return cursor.rowcount == 1
 
 
-async def was_released(db: aiosqlite.Connection, run_id: int, call_id: str) -> bool:
+async def was_released(db: Tx, run_id: int, call_id: str) -> bool:
     async with db.execute("SELECT 1 FROM rule_releases WHERE run_id = ? AND call_id = ?",
                           (run_id, call_id)) as cursor:
         return await cursor.fetchone() is not None

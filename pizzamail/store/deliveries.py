@@ -6,9 +6,7 @@ signed timestamp could still pass the tolerance window; after that the window re
 
 from __future__ import annotations
 
-import aiosqlite
-
-from pizzamail.store import Store, now
+from pizzamail.store import Store, Tx, now
 
 
 async def seen_before(store: Store, hook: str, delivery_id: str, digest: str) -> str | None:
@@ -24,7 +22,7 @@ async def seen_before(store: Store, hook: str, delivery_id: str, digest: str) ->
     return None
 
 
-async def remember(db: aiosqlite.Connection, hook: str, delivery_id: str, digest: str, *,
+async def remember(db: Tx, hook: str, delivery_id: str, digest: str, *,
                    signed_at: int, forget_before: int) -> str | None:
     """Inside the delivery's transaction: record its id and signature, or name the one seen before.
 
@@ -53,7 +51,7 @@ async def earlier_run(store: Store, hook: str, delivery_id: str) -> tuple[int, i
     return (int(row[0]), int(row[1])) if row else None
 
 
-async def link_run(db: aiosqlite.Connection, hook: str, delivery_id: str, run_id: int) -> None:
+async def link_run(db: Tx, hook: str, delivery_id: str, run_id: int) -> None:
     if delivery_id:
         await db.execute("UPDATE deliveries SET run_id = ? WHERE hook = ? AND delivery_id = ?",
                          (run_id, hook, delivery_id))

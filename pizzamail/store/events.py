@@ -6,19 +6,21 @@ the commit, and drops them with a rollback. So a subscriber that reads the store
 
 Subscribers are plain callbacks that only take note (set an ``asyncio.Event``, put into a queue):
 they run on the writer's path, so one that raises is logged and skipped, never the writer's
-failure. Slow work follows events through :class:`Follow`. Events of another process (``pizzamail
-task``) are not seen here; the parts that care also look now and then. A PostgreSQL backend feeds
-the same :meth:`Events.publish` from LISTEN/NOTIFY.
+failure. Slow work follows events through :class:`Follow`. With SQLite, events of another process
+(``pizzamail task``) are not seen here, and the parts that care also look now and then; with
+PostgreSQL, every commit's events travel as a NOTIFY (:func:`encode`) and each store publishes the
+other processes' ones here too (:func:`decode`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any, TypeVar
 from weakref import WeakKeyDictionary
 
@@ -82,6 +84,45 @@ class ActionDecided(CommitEvent):
 
 
 E = TypeVar("E", bound=CommitEvent)
+
+
+def _kinds() -> dict[str, type[CommitEvent]]:
+    found: dict[str, type[CommitEvent]] = {}
+    pending = [CommitEvent]
+    while pending:
+        for kind in pending.pop().__subclasses__():
+            found[kind.__name__] = kind
+            pending.append(kind)
+    return found
+
+
+def encode(events: Iterable[CommitEvent], *, origin: str, limit: int) -> list[str]:
+    """Events as JSON payloads of at most ``limit`` bytes (at least one, even for no events), each
+    marked with the ``origin`` store. Events hold ids and names only, so each is small."""
+    payloads: list[str] = []
+    batch: list[list[Any]] = []
+
+    def text(items: list[list[Any]]) -> str:
+        return json.dumps({"o": origin, "e": items}, separators=(",", ":"))
+
+    for event in events:
+        item = [type(event).__name__, asdict(event)]
+        if batch and len(text([*batch, item]).encode()) > limit:
+            payloads.append(text(batch))
+            batch = []
+        batch.append(item)
+    payloads.append(text(batch))
+    return payloads
+
+
+def decode(payload: str) -> tuple[str, list[CommitEvent]]:
+    """The origin and events of one :func:`encode` payload; ValueError for anything else."""
+    try:
+        data = json.loads(payload)
+        kinds = _kinds()
+        return str(data["o"]), [kinds[name](**fields) for name, fields in data["e"]]
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ValueError(f"not a pizzamail notification: {exc}") from exc
 
 #: the events of each open write transaction, by its connection (one writer, one transaction at a time)
 _open: WeakKeyDictionary[Any, list[CommitEvent]] = WeakKeyDictionary()

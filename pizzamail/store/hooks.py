@@ -7,9 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import aiosqlite
-
-from pizzamail.store import Store, now
+from pizzamail.store import Store, Tx, now
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -25,14 +23,14 @@ async def list_hooks(store: Store) -> list[Hook]:
     return [Hook(**dict(row)) for row in rows]
 
 
-async def hook_thread(db: aiosqlite.Connection, name: str) -> int | None:
+async def hook_thread(db: Tx, name: str) -> int | None:
     """Read inside the delivery's transaction, so two deliveries cannot start two threads."""
     async with db.execute("SELECT thread_id FROM hooks WHERE name = ?", (name,)) as cursor:
         row = await cursor.fetchone()
     return None if row is None or row[0] is None else int(row[0])
 
 
-async def record_run(db: aiosqlite.Connection, name: str, *, thread_id: int, run_id: int) -> None:
+async def record_run(db: Tx, name: str, *, thread_id: int, run_id: int) -> None:
     """A delivery started ``run_id`` in ``thread_id`` (the thread the hook continues from now on)."""
     await db.execute(
         "INSERT INTO hooks(name, thread_id, last_at, last_outcome) VALUES (?, ?, ?, ?)"

@@ -12,12 +12,10 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-import aiosqlite
-
-from pizzamail.store import Store, now
+from pizzamail.store import Store, Tx, now
 from pizzamail.store.threads import log_event
 
-Claim = Callable[[aiosqlite.Connection], Awaitable[bool]]
+Claim = Callable[[Tx], Awaitable[bool]]
 """Made first inside the transaction that records a mail: False means the mail was taken before, and
 nothing is recorded (the caller answers as for a duplicate)."""
 
@@ -70,7 +68,7 @@ async def start_at(store: Store, folder: str, place: Place, *, note: str) -> Non
         await log_event(db, "mailbox.start", folder=folder, uidvalidity=place.uidvalidity, uid=place.last_uid)
 
 
-async def claim(db: aiosqlite.Connection, seen: Seen, *, outcome: str) -> bool:
+async def claim(db: Tx, seen: Seen, *, outcome: str) -> bool:
     """Inside the transaction of what the mail becomes: False when it was taken before (by UID or by
     Message-ID); either way the folder's last UID moves past it."""
     await _advance(db, seen)
@@ -87,7 +85,7 @@ async def claim(db: aiosqlite.Connection, seen: Seen, *, outcome: str) -> bool:
 
 def claimer(seen: Seen, *, outcome: str) -> Claim:
     """The :data:`Claim` of ``seen``, recorded as ``outcome``."""
-    async def claimed(db: aiosqlite.Connection) -> bool:
+    async def claimed(db: Tx) -> bool:
         return await claim(db, seen, outcome=outcome)
     return claimed
 
@@ -98,9 +96,10 @@ async def passed_over(store: Store, seen: Seen) -> None:
         await _advance(db, seen)
 
 
-async def _advance(db: aiosqlite.Connection, seen: Seen) -> None:
-    await db.execute("UPDATE account_folders SET last_uid = max(last_uid, ?) WHERE folder = ?"
-                     " AND uidvalidity = ?", (seen.uid, seen.folder, seen.uidvalidity))
+async def _advance(db: Tx, seen: Seen) -> None:
+    await db.execute(
+        "UPDATE account_folders SET last_uid = CASE WHEN last_uid > ? THEN last_uid ELSE ? END"
+        " WHERE folder = ? AND uidvalidity = ?", (seen.uid, seen.uid, seen.folder, seen.uidvalidity))
 
 
 async def taken(store: Store, mailbox: str) -> list[Taken]:

@@ -11,9 +11,7 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-import aiosqlite
-
-from pizzamail.store import Store
+from pizzamail.store import Row, Store, Tx
 
 #: UIDs per query: well under SQLite's limit on bound parameters
 _CHUNK = 500
@@ -89,13 +87,13 @@ def flags_text(flags: Iterable[str]) -> str:
     return " ".join(sorted(set(flags)))
 
 
-def _folder(row: aiosqlite.Row) -> Folder:
+def _folder(row: Row) -> Folder:
     return Folder(id=row["id"], name=row["name"], uidvalidity=row["uidvalidity"], uidnext=row["uidnext"],
                   modseq=row["modseq"], special_use=row["special_use"], subscribed=bool(row["subscribed"]),
                   first_recent=row["first_recent"])
 
 
-def _mail(row: aiosqlite.Row) -> MailRow:
+def _mail(row: Row) -> MailRow:
     return MailRow(uid=row["uid"], name=row["name"], subdir=row["subdir"], size=row["size"],
                    internaldate=row["internaldate"], flags=frozenset(row["flags"].split()),
                    modseq=row["modseq"])
@@ -201,7 +199,7 @@ async def unfiled(store: Store) -> list[Unfiled]:
 
 
 async def add_folder(
-    db: aiosqlite.Connection, name: str, *, special_use: str | None, subscribed: bool,
+    db: Tx, name: str, *, special_use: str | None, subscribed: bool,
 ) -> None:
     await db.execute(
         "INSERT INTO folders(id, name, uidvalidity, special_use, subscribed) VALUES (?, ?, ?, ?, ?)",
@@ -209,21 +207,21 @@ async def add_folder(
     )
 
 
-async def _one(db: aiosqlite.Connection, sql: str, params: Iterable[object] = ()) -> int:
+async def _one(db: Tx, sql: str, params: Iterable[object] = ()) -> int:
     async with db.execute(sql, tuple(params)) as cursor:
         row = await cursor.fetchone()
     assert row is not None
     return int(row[0] or 0)
 
 
-async def _new_uidvalidity(db: aiosqlite.Connection) -> int:
+async def _new_uidvalidity(db: Tx) -> int:
     """Never one given out before, also to a folder since deleted (clients cache by it)."""
     fresh = max(int(time.time()), await _one(db, "SELECT latest FROM uidvalidity") + 1)
     await db.execute("UPDATE uidvalidity SET latest = ?", (fresh,))
     return fresh
 
 
-async def _new_folder_id(db: aiosqlite.Connection) -> int:
+async def _new_folder_id(db: Tx) -> int:
     """Never one given out before: SQLite would hand a deleted folder's id to the next one."""
     latest = await _one(db, "SELECT latest FROM folder_ids")
     fresh = max(latest, await _one(db, "SELECT max(id) FROM folders")) + 1
@@ -231,19 +229,19 @@ async def _new_folder_id(db: aiosqlite.Connection) -> int:
     return fresh
 
 
-async def delete_folder(db: aiosqlite.Connection, folder_id: int) -> None:
+async def delete_folder(db: Tx, folder_id: int) -> None:
     await db.execute("DELETE FROM folders WHERE id = ?", (folder_id,))
 
 
-async def rename_folder(db: aiosqlite.Connection, folder_id: int, name: str) -> None:
+async def rename_folder(db: Tx, folder_id: int, name: str) -> None:
     await db.execute("UPDATE folders SET name = ? WHERE id = ?", (name, folder_id))
 
 
-async def set_subscribed(db: aiosqlite.Connection, folder_id: int, subscribed: bool) -> None:
+async def set_subscribed(db: Tx, folder_id: int, subscribed: bool) -> None:
     await db.execute("UPDATE folders SET subscribed = ? WHERE id = ?", (int(subscribed), folder_id))
 
 
-async def claim_recent(db: aiosqlite.Connection, folder_id: int, through: int) -> int | None:
+async def claim_recent(db: Tx, folder_id: int, through: int) -> int | None:
     """Move the folder's \\Recent floor past ``through``; returns the floor before (None: no folder)."""
     async with db.execute("SELECT first_recent FROM folders WHERE id = ?", (folder_id,)) as cursor:
         row = await cursor.fetchone()
@@ -254,13 +252,13 @@ async def claim_recent(db: aiosqlite.Connection, folder_id: int, through: int) -
     return floor
 
 
-async def bump_modseq(db: aiosqlite.Connection, folder_id: int) -> int:
+async def bump_modseq(db: Tx, folder_id: int) -> int:
     """The folder's next modseq, for the change being written."""
     await db.execute("UPDATE folders SET modseq = modseq + 1 WHERE id = ?", (folder_id,))
     return await _one(db, "SELECT modseq FROM folders WHERE id = ?", (folder_id,))
 
 
-async def locked_mail(db: aiosqlite.Connection, folder_id: int, uids: Iterable[int]) -> list[MailRow]:
+async def locked_mail(db: Tx, folder_id: int, uids: Iterable[int]) -> list[MailRow]:
     """Index entries of these UIDs, read inside a write transaction (so they cannot be stale)."""
     wanted = sorted(set(uids))
     rows: list[MailRow] = []
@@ -274,7 +272,7 @@ async def locked_mail(db: aiosqlite.Connection, folder_id: int, uids: Iterable[i
 
 
 async def add_mail(
-    db: aiosqlite.Connection, folder_id: int, files: list[NewMail], *, message_ref: int | None = None,
+    db: Tx, folder_id: int, files: list[NewMail], *, message_ref: int | None = None,
 ) -> list[int]:
     """Index files under one new modseq with a block of consecutive UIDs; returns the UIDs.
     ``message_ref`` (one file only) links it to its stored message, which counts as filed."""
@@ -292,20 +290,20 @@ async def add_mail(
     return list(range(first, first + len(files)))
 
 
-async def link_mail(db: aiosqlite.Connection, folder_id: int, uid: int, message_ref: int) -> None:
+async def link_mail(db: Tx, folder_id: int, uid: int, message_ref: int) -> None:
     """An indexed file is the copy of a stored message, which counts as filed."""
     await db.execute("UPDATE mail SET message_ref = ? WHERE folder_id = ? AND uid = ?",
                      (message_ref, folder_id, uid))
     await mark_filed(db, message_ref)
 
 
-async def mark_filed(db: aiosqlite.Connection, message_ref: int) -> None:
+async def mark_filed(db: Tx, message_ref: int) -> None:
     """The stored message has its copy in its folder."""
     await db.execute("UPDATE messages SET filed = 1 WHERE id = ?", (message_ref,))
 
 
 async def write_flags(
-    db: aiosqlite.Connection, folder_id: int, modseq: int, changes: dict[int, tuple[frozenset[str], str]],
+    db: Tx, folder_id: int, modseq: int, changes: dict[int, tuple[frozenset[str], str]],
 ) -> None:
     """New flags and subdir (uid -> (flags, subdir)) under ``modseq``."""
     await db.executemany(
@@ -314,7 +312,7 @@ async def write_flags(
     )
 
 
-async def forget_mail(db: aiosqlite.Connection, folder_id: int, uids: list[int]) -> None:
+async def forget_mail(db: Tx, folder_id: int, uids: list[int]) -> None:
     """Drop index entries, remembering their UIDs as expunged (QRESYNC) under one new modseq."""
     modseq = await bump_modseq(db, folder_id)
     await db.executemany("DELETE FROM mail WHERE folder_id = ? AND uid = ?", [(folder_id, u) for u in uids])
@@ -325,7 +323,7 @@ async def forget_mail(db: aiosqlite.Connection, folder_id: int, uids: list[int])
     )
 
 
-async def save_structures(db: aiosqlite.Connection, folder_id: int, computed: dict[int, Structures]) -> None:
+async def save_structures(db: Tx, folder_id: int, computed: dict[int, Structures]) -> None:
     """Cache what FETCH computed; a value left None keeps what is cached."""
     await db.executemany(
         "UPDATE mail SET envelope = coalesce(?, envelope), bodystructure = coalesce(?, bodystructure)"

@@ -11,9 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-import aiosqlite
-
 from pizzamail.mail.parse import ParsedMail
+from pizzamail.store import Tx
 from pizzamail.store.blobs import Blob
 from pizzamail.store.runs import Run, create_run
 from pizzamail.store.threads import NewMessage, add_message, create_thread, log_event, message_exists
@@ -57,7 +56,7 @@ def received_row(parsed: ParsedMail, blob: Blob, *, message_id: str, kind: str, 
                       blob=blob.digest, size=blob.size, flags="\\Seen")
 
 
-async def add_mail(db: aiosqlite.Connection, thread_id: int, row: NewMessage, *, once: bool = False
+async def add_mail(db: Tx, thread_id: int, row: NewMessage, *, once: bool = False
                    ) -> int | None:
     """The mail in its thread. With ``once``, a Message-ID stored already (a resumed run repeating
     itself) is not stored again: None."""
@@ -66,7 +65,7 @@ async def add_mail(db: aiosqlite.Connection, thread_id: int, row: NewMessage, *,
     return await add_message(db, thread_id, row)
 
 
-async def add_task(db: aiosqlite.Connection, row: NewMessage, *, thread_id: int | None, agent: str,
+async def add_task(db: Tx, row: NewMessage, *, thread_id: int | None, agent: str,
                    event: str, source: str | None = None, model: str | None = None,
                    parent: Run | None = None, folder: str = "INBOX", **data: Any) -> Task:
     """A task received: its mail (in ``thread_id``, or a new thread in ``folder`` named after it), a
@@ -82,7 +81,7 @@ async def add_task(db: aiosqlite.Connection, row: NewMessage, *, thread_id: int 
     return Task(thread_id=thread_id, run_id=run_id, message_row=message)
 
 
-async def add_received(db: aiosqlite.Connection, row: NewMessage, *, thread_id: int | None, agent: str,
+async def add_received(db: Tx, row: NewMessage, *, thread_id: int | None, agent: str,
                        event: str, **data: Any) -> int:
     """A received mail that starts no run (an agent only in Cc): in ``thread_id`` or a new thread,
     so later runs there see it in their history. Returns the thread."""

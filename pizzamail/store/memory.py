@@ -1,8 +1,8 @@
 """The agent's memory across threads: short notes it chose to keep (``remember``/``recall``), the
 few a task's prompt shows (:func:`relevant_notes`), and the user's changes (list, edit, delete).
 
-The full-text search is one function, :func:`_matching` (SQLite FTS5 here); the index is kept by
-the writes below, not by triggers, so another database can keep its own the same way.
+The full-text search is one function, :func:`_matching`: SQLite's FTS5 index is kept by the writes
+below (:func:`_index`), PostgreSQL's is a generated ``tsvector`` column that keeps itself.
 """
 
 from __future__ import annotations
@@ -10,9 +10,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-import aiosqlite
-
-from pizzamail.store import Store, now
+from pizzamail.store import Store, Tx, dialect_of, inserted, now
+from pizzamail.store.sql import SQLITE
 
 _WORD = re.compile(r"\w{3,}")
 #: words too common to say what a task is about
@@ -33,34 +32,41 @@ class Note:
     created_at: str
 
 
-async def add_note(db: aiosqlite.Connection, text: str, *, thread_id: int, run_id: int,
+async def add_note(db: Tx, text: str, *, thread_id: int, run_id: int,
                    call_id: str) -> bool:
     """Keep a note; the same call of the same run (a resumed run) never adds it twice."""
-    cursor = await db.execute(
-        "INSERT OR IGNORE INTO memory(text, thread_id, run_id, call_id, created_at)"
-        " VALUES (?, ?, ?, ?, ?)", (text, thread_id, run_id, call_id, now()),
-    )
-    if cursor.rowcount != 1:
+    new = await inserted(
+        db, "INSERT INTO memory(text, thread_id, run_id, call_id, created_at) VALUES (?, ?, ?, ?, ?)"
+        " ON CONFLICT (run_id, call_id) DO NOTHING", (text, thread_id, run_id, call_id, now()))
+    if new is None:
         return False
-    await db.execute("INSERT INTO memory_search(rowid, text) VALUES (?, ?)", (cursor.lastrowid, text))
+    await _index(db, new, text)
     return True
 
 
-async def delete_note(db: aiosqlite.Connection, note_id: int) -> bool:
+async def delete_note(db: Tx, note_id: int) -> bool:
     """Forget a note; False when there is none with that id."""
     cursor = await db.execute("DELETE FROM memory WHERE id = ?", (note_id,))
-    await db.execute("DELETE FROM memory_search WHERE rowid = ?", (note_id,))
+    await _index(db, note_id, None)
     return cursor.rowcount == 1
 
 
-async def edit_note(db: aiosqlite.Connection, note_id: int, text: str) -> bool:
+async def edit_note(db: Tx, note_id: int, text: str) -> bool:
     """Replace a note's text; False when there is none with that id."""
     cursor = await db.execute("UPDATE memory SET text = ? WHERE id = ?", (text, note_id))
     if cursor.rowcount != 1:
         return False
-    await db.execute("DELETE FROM memory_search WHERE rowid = ?", (note_id,))
-    await db.execute("INSERT INTO memory_search(rowid, text) VALUES (?, ?)", (note_id, text))
+    await _index(db, note_id, text)
     return True
+
+
+async def _index(db: Tx, note_id: int, text: str | None) -> None:
+    """SQLite's FTS5 index follows a note's text (None: the note is gone)."""
+    if dialect_of(db) != SQLITE:
+        return
+    await db.execute("DELETE FROM memory_search WHERE rowid = ?", (note_id,))
+    if text is not None:
+        await db.execute("INSERT INTO memory_search(rowid, text) VALUES (?, ?)", (note_id, text))
 
 
 async def notes(store: Store, query: str = "", *, limit: int = 50) -> list[Note]:
@@ -94,11 +100,20 @@ async def relevant_notes(store: Store, task: str, *, recent: int = 5, matching: 
 
 
 async def _matching(store: Store, text: str, limit: int) -> list[Note]:
-    """The notes sharing the most telling words with ``text``, best first (FTS5 with bm25)."""
+    """The notes sharing the most telling words with ``text``, best first (ranked by the engine:
+    FTS5's bm25, PostgreSQL's ts_rank); a word also finds longer ones: "unit" finds "units"."""
     words = list(dict.fromkeys(w for w in _WORD.findall(text.lower()) if w not in _COMMON))
     if not words or limit <= 0:
         return []
-    # each word quoted (no FTS syntax from the mail gets through) and a prefix: "unit" finds "units"
+    if store.dialect != SQLITE:
+        # each word a quoted tsquery lexeme (\w holds no quote), so nothing from the mail is syntax
+        query = " | ".join(f"'{w}':*" for w in words[:_MAX_WORDS])
+        rows = await store.fetchall(
+            "SELECT id, text, thread_id, created_at FROM memory WHERE search @@ to_tsquery('simple', ?)"
+            " ORDER BY ts_rank(search, to_tsquery('simple', ?)) DESC, id DESC LIMIT ?",
+            (query, query, limit))
+        return [Note(**dict(r)) for r in rows]
+    # each word quoted (no FTS syntax from the mail gets through)
     query = " OR ".join(f'"{w}"*' for w in words[:_MAX_WORDS])
     rows = await store.fetchall(
         "SELECT memory.id, memory.text, memory.thread_id, memory.created_at FROM memory_search"

@@ -1,13 +1,14 @@
 """Numbered schema migrations; the ``migrations`` table records which ran.
 
-Append new migrations at the end; never edit one that has shipped.
+Append new migrations at the end; never edit one that has shipped. Each is SQLite DDL that
+:func:`pizzamail.store.sql.ddl_for_postgres` also makes PostgreSQL's, or a pair, one per dialect.
 """
 
 from __future__ import annotations
 
-import aiosqlite
+from pizzamail.store.sql import SQLITE, ddl_for_postgres
 
-MIGRATIONS: list[tuple[str, str]] = [
+MIGRATIONS: list[tuple[str, str | dict[str, str]]] = [
     (
         "001_core",
         """
@@ -395,10 +396,17 @@ MIGRATIONS: list[tuple[str, str]] = [
         # The notes matching a task go into its prompt: a full-text index of the memory, kept by
         # store/memory.py (no triggers, so that PostgreSQL can do the same with a tsvector column).
         "020_memory_search",
-        """
-        CREATE VIRTUAL TABLE memory_search USING fts5(text);
-        INSERT INTO memory_search(rowid, text) SELECT id, text FROM memory
-        """,
+        {
+            "sqlite": """
+            CREATE VIRTUAL TABLE memory_search USING fts5(text);
+            INSERT INTO memory_search(rowid, text) SELECT id, text FROM memory
+            """,
+            "postgresql": """
+            ALTER TABLE memory ADD COLUMN search tsvector
+                GENERATED ALWAYS AS (to_tsvector('simple', text)) STORED;
+            CREATE INDEX memory_search ON memory USING gin(search)
+            """,
+        },
     ),
     (
         # [mailbox] mode = "imap": where the reader is in the account's INBOX (UIDVALIDITY and the
@@ -456,24 +464,9 @@ MIGRATIONS: list[tuple[str, str]] = [
 ]
 
 
-async def migrate(db: aiosqlite.Connection) -> list[str]:
-    """Run every migration not yet recorded, each in its own transaction. Returns the names run."""
-    await db.execute(
-        "CREATE TABLE IF NOT EXISTS migrations(name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)"
-    )
-    await db.commit()
-    async with db.execute("SELECT name FROM migrations") as cursor:
-        done = {row[0] for row in await cursor.fetchall()}
-    ran = []
-    for name, sql in MIGRATIONS:
-        if name in done:
-            continue
-        await db.execute("BEGIN IMMEDIATE")
-        for statement in filter(str.strip, sql.split(";")):
-            await db.execute(statement)
-        await db.execute(
-            "INSERT INTO migrations VALUES (?, strftime('%Y-%m-%dT%H:%M:%SZ', 'now'))", (name,)
-        )
-        await db.commit()
-        ran.append(name)
-    return ran
+def script(entry: str | dict[str, str], dialect: str) -> str:
+    """A migration's SQL for ``dialect``: written for SQLite, PostgreSQL's types translated, unless
+    the migration gives each dialect its own."""
+    if isinstance(entry, dict):
+        return entry[dialect]
+    return entry if dialect == SQLITE else ddl_for_postgres(entry)

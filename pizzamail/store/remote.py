@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from pizzamail.store import Store
+from pizzamail.store import Store, insert
 from pizzamail.store.mailindex import mark_filed
 
 _PLACED = "SELECT name, message_id, uid FROM remote_mail"
@@ -45,11 +45,10 @@ async def save_folder(
                               " WHERE account = ? AND name = ?", (account, name)) as cursor:
             row = await cursor.fetchone()
         if row is None:
-            cursor = await db.execute(
-                "INSERT INTO remote_folders(account, name, remote, uidvalidity) VALUES (?, ?, ?, ?)",
+            new = await insert(
+                db, "INSERT INTO remote_folders(account, name, remote, uidvalidity) VALUES (?, ?, ?, ?)",
                 (account, name, remote, uidvalidity))
-            assert cursor.lastrowid is not None
-            return RemoteFolder(id=cursor.lastrowid, name=name, remote=remote, uidvalidity=uidvalidity)
+            return RemoteFolder(id=new, name=name, remote=remote, uidvalidity=uidvalidity)
         folder_id = int(row[0])
         if (row[1], row[2]) != (remote, uidvalidity):
             await db.execute("UPDATE remote_folders SET remote = ?, uidvalidity = ? WHERE id = ?",

@@ -6,9 +6,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-import aiosqlite
-
-from pizzamail.store import Store, now
+from pizzamail.store import Store, Tx, insert, now
 from pizzamail.store.events import RunChanged, RunQueued, StopRequested, record
 from pizzamail.store.threads import log_event
 
@@ -55,25 +53,23 @@ class Step:
 
 
 async def create_run(
-    db: aiosqlite.Connection, thread_id: int, message_row: int | None, *, source: str | None = None,
+    db: Tx, thread_id: int, message_row: int | None, *, source: str | None = None,
     agent: str | None = None, model: str | None = None, parent: Run | None = None,
 ) -> int:
     """A queued run of ``agent`` (its address; None: the main agent), with ``model`` instead of the
     agent's own when given (a trigger's ``model``). ``source`` only from a trigger's own code
     (``TriggerMail.source``), never from mail. ``parent``: the run delegating this one."""
-    cursor = await db.execute(
-        "INSERT INTO runs(thread_id, message_id, status, created_at, source, agent, model, parent_run,"
+    run = await insert(
+        db, "INSERT INTO runs(thread_id, message_id, status, created_at, source, agent, model, parent_run,"
         " depth) VALUES (?, ?, 'queued', ?, ?, ?, ?, ?, ?)",
         (thread_id, message_row, now(), source, agent.lower() if agent else None, model or None,
-         parent.id if parent else None, parent.depth + 1 if parent else 0),
-    )
+         parent.id if parent else None, parent.depth + 1 if parent else 0))
     await db.execute(
         "UPDATE threads SET status = 'queued', updated_at = ? WHERE id = ?", (now(), thread_id)
     )
-    assert cursor.lastrowid is not None
-    record(db, RunQueued(run=cursor.lastrowid, thread=thread_id))
-    record(db, RunChanged(run=cursor.lastrowid, thread=thread_id, status="queued"))
-    return cursor.lastrowid
+    record(db, RunQueued(run=run, thread=thread_id))
+    record(db, RunChanged(run=run, thread=thread_id, status="queued"))
+    return run
 
 
 async def claim_next(store: Store, *, exclude_threads: set[int], busy: bool = False) -> Run | None:
@@ -140,7 +136,7 @@ async def requeue_interrupted(store: Store) -> list[int]:
 
 
 async def add_step(
-    db: aiosqlite.Connection, run_id: int, seq: int, kind: str, data: dict[str, Any]
+    db: Tx, run_id: int, seq: int, kind: str, data: dict[str, Any]
 ) -> None:
     await db.execute(
         "INSERT INTO steps(run_id, seq, kind, data, created_at) VALUES (?, ?, ?, ?, ?)",
@@ -162,7 +158,7 @@ async def steps_of(store: Store, run_id: int) -> list[Step]:
 
 
 async def finish_run(
-    db: aiosqlite.Connection, run: Run, *, status: str, error: str | None = None,
+    db: Tx, run: Run, *, status: str, error: str | None = None,
     model: str | None = None,
 ) -> None:
     await db.execute(
@@ -184,7 +180,7 @@ ENDED = ("done", "failed", "stopped")
 _ENDED_SQL = "('done', 'failed', 'stopped')"
 
 
-async def _wake_parent(db: aiosqlite.Connection, parent: int) -> None:
+async def _wake_parent(db: Tx, parent: int) -> None:
     """The delegating run goes back to the queue once its last child has ended (in the child's
     ending transaction, so no end is missed and none wakes it twice)."""
     cursor = await db.execute(
@@ -195,7 +191,7 @@ async def _wake_parent(db: aiosqlite.Connection, parent: int) -> None:
         await _announce_queued(db, parent)
 
 
-async def _announce_queued(db: aiosqlite.Connection, run_id: int) -> None:
+async def _announce_queued(db: Tx, run_id: int) -> None:
     async with db.execute("SELECT thread_id FROM runs WHERE id = ?", (run_id,)) as cursor:
         row = await cursor.fetchone()
     assert row is not None
@@ -203,7 +199,7 @@ async def _announce_queued(db: aiosqlite.Connection, run_id: int) -> None:
     record(db, RunChanged(run=run_id, thread=int(row[0]), status="queued"))
 
 
-async def await_children(db: aiosqlite.Connection, run: Run) -> str:
+async def await_children(db: Tx, run: Run) -> str:
     """``waiting``: the run now waits (``delegating``) for its children; ``ready``: every one has
     ended already (it goes on at once); ``stopping``: a stop was asked meanwhile (it ends instead).
     Decided in one transaction with the children's ends and with stop requests."""
@@ -218,14 +214,14 @@ async def await_children(db: aiosqlite.Connection, run: Run) -> str:
     return "waiting"
 
 
-async def stop_asked(db: aiosqlite.Connection, run_id: int) -> str | None:
+async def stop_asked(db: Tx, run_id: int) -> str | None:
     """Who asked ``run_id`` to stop, read inside the caller's transaction (None: nobody)."""
     async with db.execute("SELECT stop_requested FROM runs WHERE id = ?", (run_id,)) as cursor:
         row = await cursor.fetchone()
     return str(row[0]) if row and row[0] else None
 
 
-async def stop_descendants(db: aiosqlite.Connection, run_id: int, *, by: str) -> None:
+async def stop_descendants(db: Tx, run_id: int, *, by: str) -> None:
     """A run ending ``stopped`` takes every run it delegated with it, those started after the stop
     was asked too."""
     for run in await _descendants(db, run_id):
@@ -257,7 +253,8 @@ async def release_runs(store: Store, run_ids: list[int]) -> None:
             for row in await cursor.fetchall():
                 record(db, RunChanged(run=int(row[0]), thread=int(row[1]), status="queued"))
         await db.execute(
-            f"UPDATE runs SET status = 'queued', attempts = max(attempts - 1, 0)"
+            "UPDATE runs SET status = 'queued',"
+            " attempts = CASE WHEN attempts > 0 THEN attempts - 1 ELSE 0 END"
             f" WHERE status = 'running' AND id IN ({marks})", run_ids,
         )
         await db.execute(
@@ -267,14 +264,14 @@ async def release_runs(store: Store, run_ids: list[int]) -> None:
         )
 
 
-async def run_status(db: aiosqlite.Connection, run_id: int) -> str | None:
+async def run_status(db: Tx, run_id: int) -> str | None:
     """Read inside the caller's transaction: whether the run is still this worker's to finish."""
     async with db.execute("SELECT status FROM runs WHERE id = ?", (run_id,)) as cursor:
         row = await cursor.fetchone()
     return str(row[0]) if row else None
 
 
-async def resume_waiting(db: aiosqlite.Connection, run_id: int, thread_id: int) -> None:
+async def resume_waiting(db: Tx, run_id: int, thread_id: int) -> None:
     """A run waiting for a decision goes back to the queue; it resumes from its checkpoints. Its
     attempts start over: waiting for a person is not a failed attempt."""
     cursor = await db.execute("UPDATE runs SET status = 'queued', attempts = 0"
@@ -285,7 +282,7 @@ async def resume_waiting(db: aiosqlite.Connection, run_id: int, thread_id: int) 
     await db.execute("UPDATE threads SET status = 'queued', updated_at = ? WHERE id = ?", (now(), thread_id))
 
 
-async def request_stop(db: aiosqlite.Connection, thread_id: int, *, by: str) -> int | None:
+async def request_stop(db: Tx, thread_id: int, *, by: str) -> int | None:
     """Ask the thread's active run (working, or waiting for its delegates or for a decision) to
     stop, with every run it delegated, and end the follow-ups queued behind it, which never start.
     The run asked, or None when none was active (then nothing changes). A run that waited for a
@@ -312,7 +309,7 @@ async def request_stop(db: aiosqlite.Connection, thread_id: int, *, by: str) -> 
     return run_id
 
 
-async def _descendants(db: aiosqlite.Connection, run_id: int) -> list[int]:
+async def _descendants(db: Tx, run_id: int) -> list[int]:
     """The runs delegated from ``run_id``, their own delegates too, that have not ended."""
     async with db.execute(
         "WITH RECURSIVE tree(id) AS (SELECT id FROM runs WHERE parent_run = ? UNION"
@@ -322,7 +319,7 @@ async def _descendants(db: aiosqlite.Connection, run_id: int) -> list[int]:
         return [int(r[0]) for r in await cursor.fetchall()]
 
 
-async def _ask_to_stop(db: aiosqlite.Connection, run_id: int, *, by: str) -> None:
+async def _ask_to_stop(db: Tx, run_id: int, *, by: str) -> None:
     """A working run is told (:class:`StopRequested`); one no worker holds (queued, waiting for a
     decision or for its delegates) goes to the queue, and the runner that takes it ends it."""
     await db.execute("UPDATE runs SET stop_requested = coalesce(stop_requested, ?) WHERE id = ?",
@@ -337,7 +334,7 @@ async def _ask_to_stop(db: aiosqlite.Connection, run_id: int, *, by: str) -> Non
     await _announce_queued(db, run_id)
 
 
-async def ask_stop(db: aiosqlite.Connection, thread_id: int, *, by: str) -> int | None:
+async def ask_stop(db: Tx, thread_id: int, *, by: str) -> int | None:
     """:func:`request_stop`, in the thread's log either way (who asked, and which run if any)."""
     run_id = await request_stop(db, thread_id, by=by)
     await log_event(db, "run.stop_requested", thread_id=thread_id, run_id=run_id, by=by)
@@ -354,7 +351,7 @@ async def stops_requested(store: Store, run_ids: list[int]) -> list[int]:
     return [int(r[0]) for r in rows]
 
 
-async def last_run(db: aiosqlite.Connection, thread_id: int) -> int | None:
+async def last_run(db: Tx, thread_id: int) -> int | None:
     """The thread's latest run, whatever its state (a mail about the thread names it)."""
     async with db.execute("SELECT max(id) FROM runs WHERE thread_id = ?", (thread_id,)) as cursor:
         row = await cursor.fetchone()

@@ -6,10 +6,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-import aiosqlite
-
 from pizzamail.config import ScheduleSettings
-from pizzamail.store import Store, now
+from pizzamail.store import Row, Store, Tx, now
 from pizzamail.store.events import ScheduleChanged, record
 from pizzamail.when.cron import default_zone, next_after, to_text
 
@@ -75,7 +73,7 @@ class Interrupted:
     thread_id: int
 
 
-def _schedule(row: aiosqlite.Row) -> Schedule:
+def _schedule(row: Row) -> Schedule:
     values: dict[str, Any] = dict(row)
     values.pop("created_at")
     values["enabled"] = bool(values["enabled"])
@@ -121,18 +119,18 @@ async def remove_schedule(store: Store, name: str) -> bool:
 async def disable_config_schedules(store: Store, *, keep: list[str]) -> None:
     """Schedules from config.toml whose section is gone (all but ``keep``) stop firing."""
     marks = ", ".join("?" * len(keep))
+    kept = f" AND name NOT IN ({marks})" if keep else ""  # "IN ()" is SQLite's alone
     async with store.write() as db:
-        await db.execute(f"UPDATE schedules SET enabled = 0 WHERE source = 'config'"
-                         f" AND name NOT IN ({marks})", keep)
+        await db.execute(f"UPDATE schedules SET enabled = 0 WHERE source = 'config'{kept}", keep)
 
 
-async def move_due(db: aiosqlite.Connection, schedule_id: int, next_due: str) -> bool:
+async def move_due(db: Tx, schedule_id: int, next_due: str) -> bool:
     """False: the schedule is gone (removed in another process since it was read)."""
     cursor = await db.execute("UPDATE schedules SET next_due = ? WHERE id = ?", (next_due, schedule_id))
     return cursor.rowcount > 0
 
 
-async def add_occurrence(db: aiosqlite.Connection, schedule_id: int, due_at: str, status: str) -> bool:
+async def add_occurrence(db: Tx, schedule_id: int, due_at: str, status: str) -> bool:
     """False: this occurrence was recorded before (it fired or was skipped already)."""
     cursor = await db.execute(
         "INSERT INTO occurrences(schedule_id, due_at, status, created_at) VALUES (?, ?, ?, ?)"
@@ -142,7 +140,7 @@ async def add_occurrence(db: aiosqlite.Connection, schedule_id: int, due_at: str
 
 
 async def link_occurrence(
-    db: aiosqlite.Connection, schedule_id: int, due_at: str, *, run_id: int, message_id: str
+    db: Tx, schedule_id: int, due_at: str, *, run_id: int, message_id: str
 ) -> None:
     await db.execute(
         "UPDATE occurrences SET run_id = ?, message_id = ? WHERE schedule_id = ? AND due_at = ?",
@@ -150,7 +148,7 @@ async def link_occurrence(
     )
 
 
-async def schedule_thread(db: aiosqlite.Connection, schedule_id: int) -> int | None:
+async def schedule_thread(db: Tx, schedule_id: int) -> int | None:
     """Read inside the caller's write transaction: another process may have just started the
     schedule's thread, and a second thread would split the conversation."""
     async with db.execute("SELECT thread_id FROM schedules WHERE id = ?", (schedule_id,)) as cursor:
@@ -159,7 +157,7 @@ async def schedule_thread(db: aiosqlite.Connection, schedule_id: int) -> int | N
 
 
 async def set_schedule_thread(
-    db: aiosqlite.Connection, schedule_id: int, thread_id: int, *, fired_at: str | None = None
+    db: Tx, schedule_id: int, thread_id: int, *, fired_at: str | None = None
 ) -> None:
     """The thread the schedule continues; ``fired_at`` also records a scheduled occurrence."""
     await db.execute(
@@ -178,7 +176,7 @@ async def running_occurrences(store: Store) -> list[Interrupted]:
                         thread_id=int(r["thread_id"])) for r in rows]
 
 
-async def mark_interrupted(db: aiosqlite.Connection, run_id: int) -> None:
+async def mark_interrupted(db: Tx, run_id: int) -> None:
     await db.execute("UPDATE occurrences SET status = 'interrupted' WHERE run_id = ?", (run_id,))
 
 

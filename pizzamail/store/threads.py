@@ -6,10 +6,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-import aiosqlite
-
 from pizzamail.mail.ids import bare
-from pizzamail.store import Store, now
+from pizzamail.store import Row, Store, Tx, insert, now
 from pizzamail.store.events import MessageAdded, record
 
 
@@ -53,7 +51,7 @@ class Message:
     created_at: str
 
     @classmethod
-    def from_row(cls, row: aiosqlite.Row) -> Message:
+    def from_row(cls, row: Row) -> Message:
         data = dict(row)
         data.pop("filed")
         data["refs"] = data["refs"].split()
@@ -73,47 +71,41 @@ class Thread:
     last_error: str | None = None
 
 
-async def create_thread(db: aiosqlite.Connection, *, subject: str, agent: str, folder: str = "INBOX"
+async def create_thread(db: Tx, *, subject: str, agent: str, folder: str = "INBOX"
                         ) -> int:
     stamp = now()
-    cursor = await db.execute(
-        "INSERT INTO threads(subject, agent, status, created_at, updated_at, folder)"
-        " VALUES (?, ?, 'open', ?, ?, ?)",
-        (subject, agent, stamp, stamp, folder),
-    )
-    assert cursor.lastrowid is not None
-    return cursor.lastrowid
+    return await insert(
+        db, "INSERT INTO threads(subject, agent, status, created_at, updated_at, folder)"
+        " VALUES (?, ?, 'open', ?, ?, ?)", (subject, agent, stamp, stamp, folder))
 
 
-async def set_thread_status(db: aiosqlite.Connection, thread_id: int, status: str) -> None:
+async def set_thread_status(db: Tx, thread_id: int, status: str) -> None:
     await db.execute(
         "UPDATE threads SET status = ?, updated_at = ? WHERE id = ?", (status, now(), thread_id)
     )
 
 
-async def add_message(db: aiosqlite.Connection, thread_id: int, msg: NewMessage) -> int:
+async def add_message(db: Tx, thread_id: int, msg: NewMessage) -> int:
     folder = msg.folder or await _thread_folder(db, thread_id)
-    cursor = await db.execute(
-        "INSERT INTO messages(thread_id, message_id, in_reply_to, refs, direction, kind, sender,"
+    message = await insert(
+        db, "INSERT INTO messages(thread_id, message_id, in_reply_to, refs, direction, kind, sender,"
         " subject, body, blob, size, run_id, folder, flags, created_at)"
         " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (thread_id, msg.message_id, msg.in_reply_to, " ".join(msg.refs), msg.direction,
          msg.kind, msg.sender, msg.subject, msg.body, msg.blob, msg.size, msg.run_id,
-         folder, msg.flags, now()),
-    )
-    assert cursor.lastrowid is not None
-    record(db, MessageAdded(message=cursor.lastrowid, thread=thread_id, folder=folder,
+         folder, msg.flags, now()))
+    record(db, MessageAdded(message=message, thread=thread_id, folder=folder,
                             direction=msg.direction, kind=msg.kind))
-    return cursor.lastrowid
+    return message
 
 
-async def _thread_folder(db: aiosqlite.Connection, thread_id: int) -> str:
+async def _thread_folder(db: Tx, thread_id: int) -> str:
     async with db.execute("SELECT folder FROM threads WHERE id = ?", (thread_id,)) as cursor:
         row = await cursor.fetchone()
     return str(row[0]) if row else "INBOX"
 
 
-async def thread_chain(db: aiosqlite.Connection, thread_id: int, *, keep: int = 20
+async def thread_chain(db: Tx, thread_id: int, *, keep: int = 20
                        ) -> tuple[str | None, list[str]]:
     """In-Reply-To and References continuing a thread after its latest message (read inside the
     writing transaction; rows written before ids were kept bare still have angle brackets)."""
@@ -137,7 +129,7 @@ async def thread_for_references(store: Store, message_ids: list[str]) -> int | N
     return None
 
 
-async def message_direction(db: aiosqlite.Connection, message_id: str) -> str | None:
+async def message_direction(db: Tx, message_id: str) -> str | None:
     """``in`` or ``out`` for a stored message with this Message-ID, else None (checked inside the
     writing transaction, like :func:`message_exists`)."""
     async with db.execute("SELECT direction FROM messages WHERE message_id = ?", (message_id,)) as cursor:
@@ -145,7 +137,7 @@ async def message_direction(db: aiosqlite.Connection, message_id: str) -> str | 
     return str(row[0]) if row else None
 
 
-async def message_exists(db: aiosqlite.Connection, message_id: str) -> bool:
+async def message_exists(db: Tx, message_id: str) -> bool:
     """Checked inside the writing transaction, so two retries cannot both insert."""
     async with db.execute("SELECT 1 FROM messages WHERE message_id = ?", (message_id,)) as cursor:
         return await cursor.fetchone() is not None
@@ -174,7 +166,7 @@ async def list_threads(store: Store) -> list[Thread]:
 
 
 async def log_event(
-    db: aiosqlite.Connection, kind: str, *, thread_id: int | None = None,
+    db: Tx, kind: str, *, thread_id: int | None = None,
     run_id: int | None = None, **data: Any,
 ) -> None:
     await db.execute(

@@ -2,22 +2,10 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
-import aiosqlite
-
-from pizzamail.store import Store
-
-_SUM_STEPS = """
-    SELECT
-      coalesce(sum(kind = 'model'), 0) AS model_calls,
-      coalesce(sum(kind = 'tool'), 0) AS tool_calls,
-      coalesce(sum(CASE WHEN kind = 'model' THEN json_extract(data, '$.usage.input_tokens') END), 0)
-        AS input_tokens,
-      coalesce(sum(CASE WHEN kind = 'model' THEN json_extract(data, '$.usage.output_tokens') END), 0)
-        AS output_tokens
-    FROM steps WHERE run_id = ?
-"""
+from pizzamail.store import Store, Tx
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -28,21 +16,21 @@ class Usage:
     output_tokens: int = 0
 
 
-async def record_run_usage(db: aiosqlite.Connection, run_id: int) -> None:
-    """Sum the run's steps into its row; the limit that stopped it is its last answer's finish reason."""
-    async with db.execute(_SUM_STEPS, (run_id,)) as cursor:
-        row = await cursor.fetchone()
-    async with db.execute(
-        "SELECT json_extract(data, '$.finish_reason') FROM steps WHERE run_id = ? AND kind = 'model'"
-        " ORDER BY seq DESC LIMIT 1", (run_id,),
-    ) as cursor:
-        last = await cursor.fetchone()
-    reason = str(last[0] or "") if last else ""
+async def record_run_usage(db: Tx, run_id: int) -> None:
+    """Sum the run's steps into its row; the limit that stopped it is its last answer's finish reason.
+    Summed here from each step's JSON, the same on both engines (a run has a few dozen steps)."""
+    async with db.execute("SELECT kind, data FROM steps WHERE run_id = ? AND kind IN ('model', 'tool')"
+                          " ORDER BY seq", (run_id,)) as cursor:
+        rows = [(str(r[0]), json.loads(r[1])) for r in await cursor.fetchall()]
+    answers = [data for kind, data in rows if kind == "model"]
+    tokens = [data.get("usage") or {} for data in answers]
+    reason = str(answers[-1].get("finish_reason") or "") if answers else ""
     stopped = reason.removeprefix("limit:") if reason.startswith("limit:") else None
-    assert row is not None
     await db.execute(
         "UPDATE runs SET model_calls = ?, tool_calls = ?, input_tokens = ?, output_tokens = ?,"
-        " stopped_by = ? WHERE id = ?", (*tuple(row), stopped, run_id),
+        " stopped_by = ? WHERE id = ?",
+        (len(answers), len(rows) - len(answers), sum(int(t.get("input_tokens") or 0) for t in tokens),
+         sum(int(t.get("output_tokens") or 0) for t in tokens), stopped, run_id),
     )
 
 

@@ -8,9 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import aiosqlite
-
-from pizzamail.store import Store, now
+from pizzamail.store import Store, Tx, now
 from pizzamail.store.threads import log_event
 
 _COLUMNS = "name, mailbox, uidvalidity, last_uid, thread_id, state, last_at, last_outcome"
@@ -64,18 +62,18 @@ async def start_at(
         await log_event(db, "watch.start", watch=name, uidvalidity=uidvalidity, uid=uid)
 
 
-async def add_handled(db: aiosqlite.Connection, handled: Handled) -> bool:
+async def add_handled(db: Tx, handled: Handled) -> bool:
     """False: this mail was handled before. Either way the watch's last UID moves past it."""
     cursor = await db.execute(
         "INSERT INTO watched_mail(watch, uidvalidity, uid, message_id, handled_at) VALUES (?, ?, ?, ?, ?)"
         " ON CONFLICT(watch, uidvalidity, uid) DO NOTHING",
         (handled.watch, handled.uidvalidity, handled.uid, handled.message_id, now()))
-    await db.execute("UPDATE watches SET last_uid = max(last_uid, ?) WHERE name = ?",
-                     (handled.uid, handled.watch))
+    await db.execute("UPDATE watches SET last_uid = CASE WHEN last_uid > ? THEN last_uid ELSE ? END"
+                     " WHERE name = ?", (handled.uid, handled.uid, handled.watch))
     return cursor.rowcount > 0
 
 
-async def watch_thread(db: aiosqlite.Connection, name: str) -> int | None:
+async def watch_thread(db: Tx, name: str) -> int | None:
     """Read inside the mail's transaction: the thread the watch continues (``thread = "one"``)."""
     async with db.execute("SELECT thread_id FROM watches WHERE name = ?", (name,)) as cursor:
         row = await cursor.fetchone()
@@ -83,7 +81,7 @@ async def watch_thread(db: aiosqlite.Connection, name: str) -> int | None:
 
 
 async def record_run(
-    db: aiosqlite.Connection, handled: Handled, *, run_id: int, thread_id: int | None
+    db: Tx, handled: Handled, *, run_id: int, thread_id: int | None
 ) -> None:
     """The mail started ``run_id``; ``thread_id`` (not None) is the thread the watch continues."""
     await db.execute("UPDATE watched_mail SET run_id = ? WHERE watch = ? AND uidvalidity = ? AND uid = ?",

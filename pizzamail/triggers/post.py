@@ -5,10 +5,9 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 
-import aiosqlite
-
 from pizzamail.mail.build import AttachedFile, Outgoing, build_mail
 from pizzamail.mail.ids import new_message_id
+from pizzamail.store import Tx
 from pizzamail.store.blobs import BlobStore
 from pizzamail.store.mailwriter import add_mail, add_task, message_row
 from pizzamail.store.threads import thread_chain
@@ -38,7 +37,7 @@ class Posted:
     message_id: str
 
 
-async def _built(db: aiosqlite.Connection, mail: TriggerMail, thread_id: int | None) -> Outgoing:
+async def _built(db: Tx, mail: TriggerMail, thread_id: int | None) -> Outgoing:
     """The mail, continuing ``thread_id``'s chain (read in the transaction that records it)."""
     in_reply_to, refs = await thread_chain(db, thread_id) if thread_id is not None else (None, [])
     return build_mail(sender=mail.sender, to=mail.agent, subject=mail.subject, text=mail.text,
@@ -47,7 +46,7 @@ async def _built(db: aiosqlite.Connection, mail: TriggerMail, thread_id: int | N
 
 
 async def post_task(
-    db: aiosqlite.Connection, blobs: BlobStore, mail: TriggerMail, *, thread_id: int | None
+    db: Tx, blobs: BlobStore, mail: TriggerMail, *, thread_id: int | None
 ) -> Posted:
     """Inside the caller's transaction: the task message (in ``thread_id`` or a new thread) and its run.
     Its bytes depend on the thread's latest message, so they are saved inside the transaction,
@@ -61,7 +60,7 @@ async def post_task(
 
 
 async def post_notice(
-    db: aiosqlite.Connection, blobs: BlobStore, mail: TriggerMail, *, thread_id: int
+    db: Tx, blobs: BlobStore, mail: TriggerMail, *, thread_id: int
 ) -> None:
     """A short mail from the agent into a thread that starts no run (e.g. an occurrence not replayed)."""
     built = await _built(db, mail, thread_id)

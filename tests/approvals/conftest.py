@@ -152,3 +152,9 @@ async def open_approvals(harness: Harness, *, clock: Callable[[], datetime] = la
     finally:
         server.close()
         await server.wait_closed()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store_backend(request: pytest.FixtureRequest) -> str:
+    """This suite must hold on both engines."""
+    return str(request.param)

@@ -14,7 +14,8 @@ from imaptools import ACCOUNTS, Client, connect
 from pizzamail.imap import ImapServer, Limits
 from pizzamail.mailbox import Mailbox
 from pizzamail.store import migrations
-from pizzamail.store.migrations import MIGRATIONS, migrate
+from pizzamail.store.migrations import MIGRATIONS
+from pizzamail.store.sqlite import migrate
 
 MAIL = b"From: bot@pizzamail.localhost\r\nSubject: hello\r\n\r\nbody\r\n"
 

@@ -136,3 +136,9 @@ def html(msg: EmailMessage) -> str:
     part = msg.get_body(("html",))
     assert isinstance(part, EmailMessage)
     return str(part.get_content())
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store_backend(request: pytest.FixtureRequest) -> str:
+    """This suite must hold on both engines."""
+    return str(request.param)

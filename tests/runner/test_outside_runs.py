@@ -23,8 +23,9 @@ from pizzamail.store import Store, migrations
 from pizzamail.store.actions import held_actions
 from pizzamail.store.blobs import BlobStore
 from pizzamail.store.memory import notes
-from pizzamail.store.migrations import MIGRATIONS, migrate
+from pizzamail.store.migrations import MIGRATIONS
 from pizzamail.store.runs import get_run
+from pizzamail.store.sqlite import migrate
 from pizzamail.triggers.post import TriggerMail, post_task
 from tests.fakes.openai_server import FakeOpenAI, text, tool_call
 from tests.runner.conftest import Harness

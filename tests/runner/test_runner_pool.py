@@ -15,7 +15,6 @@ from pizzamail.config import RunnerSettings
 from pizzamail.mailbox.filing import Filer
 from pizzamail.providers import Response, ToolCall
 from pizzamail.runner import pool
-from pizzamail.store import Store
 from pizzamail.store.runs import add_step, claim_next, requeue_interrupted, steps_of
 from pizzamail.store.threads import thread_messages
 from tests.fakes.openai_server import FakeOpenAI, gated, text
@@ -185,7 +184,7 @@ async def test_runs_queued_by_another_process_are_found_by_polling(
     fake_openai.script([text("found you")])
     async with harness.running(poll_interval=0.05) as runner:
         # its own connections, like `pizzamail task`: no commit event reaches this runner
-        async with Store(path=harness.store.path) as elsewhere:
+        async with harness.store.twin() as elsewhere:
             run_id = await replace(harness, store=elsewhere).task("queued elsewhere")
         assert await asyncio.wait_for(runner.wait_for(run_id), TIMEOUT) == "done"
 
@@ -208,12 +207,13 @@ async def test_stop_leaves_nothing_running_and_the_run_resumes_later(
     fake_openai.script([gated(text("never delivered"), gate)])
     run_id = await harness.task("Long task")
     runner = harness.runner()
+    before = asyncio.all_tasks()  # the store's own (PostgreSQL's pool and LISTEN) are not the runner's
     await runner.start()
     await asyncio.to_thread(fake_openai.wait_requests, 1, TIMEOUT)
     await runner.stop()
     gate.set()
     assert not runner.running
-    assert asyncio.all_tasks() == {asyncio.current_task()}
+    assert asyncio.all_tasks() == before
     row = await harness.store.fetchone("SELECT status, attempts FROM runs WHERE id = ?", (run_id,))
     assert row is not None and (row["status"], row["attempts"]) == ("queued", 0)
     assert await bot_mails(harness.mailbox) == []

@@ -84,7 +84,7 @@ async def test_a_stop_asked_by_another_process_is_noticed_without_an_event(
     run_id = await harness.task("Plan it all")
     async with harness.running() as runner:
         await asyncio.to_thread(fake_openai.wait_requests, 1)
-        async with Store(path=harness.store.path) as other:  # its commits publish nothing here
+        async with harness.store.twin() as other:  # its commits publish nothing here
             await _ask_stop(other, run_id, by="cli")
         assert await asyncio.wait_for(runner.wait_for(run_id), TIMEOUT) == "stopped"
     [(_, mail)] = await bot_mails(harness.mailbox)

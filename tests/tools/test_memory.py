@@ -16,7 +16,8 @@ from click.testing import CliRunner, Result
 from pizzamail.cli import cli
 from pizzamail.store import Store, migrations
 from pizzamail.store.memory import add_note, notes, relevant_notes
-from pizzamail.store.migrations import MIGRATIONS, migrate
+from pizzamail.store.migrations import MIGRATIONS
+from pizzamail.store.sqlite import migrate
 from pizzamail.tools.memory import write_memory_file
 from tests.fakes.openai_server import FakeOpenAI, text, tool_call
 from tests.runner.conftest import Harness

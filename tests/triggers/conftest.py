@@ -22,3 +22,9 @@ def secrets(tmp_path: Path) -> SecretStore:
     store = SecretStore(fallback=tmp_path / "secrets.json", scope="test", use_keyring=False)
     store.set("watch:remote", "pw")
     return store
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store_backend(request: pytest.FixtureRequest) -> str:
+    """This suite must hold on both engines."""
+    return str(request.param)

@@ -248,7 +248,7 @@ async def test_a_schedule_added_by_another_process_fires_without_a_poke(
     store.events.subscribe(RunQueued, lambda _: fired.set())
     async with Scheduler(store=store, blobs=blobs, config=CONFIG, clock=lambda: T0, check_every=0.05):
         await asyncio.sleep(0.1)  # asleep: no schedules, so it planned MAX_SLEEP
-        async with Store(path=home.database) as other:  # its own connections, like `pizzamail schedule add`
+        async with store.twin() as other:  # its own connections, like `pizzamail schedule add`
             # due at 07:00: the scheduler's now
             await save_schedule(other, "now", ScheduleSettings(cron="0 7 * * *", tz="UTC", prompt="Go"),
                                 source="cli", agent_tz="", at=T0 - timedelta(minutes=1))
@@ -283,7 +283,7 @@ async def test_change_marker_ignores_commits_that_move_no_due_time(
     async with store.write() as db:  # the service's own work (a run step, a message)
         await log_event(db, "test.unrelated")
     assert not await scheduler.changed()
-    async with Store(path=home.database) as other:
+    async with store.twin() as other:
         await save_schedule(other, "early", ScheduleSettings(cron="30 7 * * *", tz="UTC", prompt="x"),
                             source="cli", at=T0, agent_tz="")
     assert await scheduler.changed()

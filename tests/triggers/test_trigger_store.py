@@ -55,7 +55,7 @@ async def test_an_occurrence_is_recorded_once_and_a_removed_schedule_does_not_mo
 async def test_the_data_version_moves_when_another_connection_commits(store: Store, home: Home) -> None:
     before = await store.data_version()
     assert await store.data_version() == before
-    async with Store(path=home.database) as other:
+    async with store.twin() as other:
         await save_schedule(other, NEWS)
     assert await store.data_version() != before
 

@@ -6,6 +6,7 @@ import asyncio
 import sqlite3
 from contextlib import closing
 
+import psycopg
 import pytest
 
 from pizzamail.store import Store
@@ -28,9 +29,13 @@ async def add_task(store: Store, subject: str) -> int:
 
 def committed_subject(store: Store, row: int) -> str | None:
     """Read by a connection of its own, as another process would: only committed rows are there."""
-    with closing(sqlite3.connect(store.path)) as db:
-        found = db.execute("SELECT subject FROM messages WHERE id = ?", (row,)).fetchone()
-    return found[0] if found else None
+    if store.url is not None:
+        with psycopg.connect(store.url) as pg:
+            found = pg.execute("SELECT subject FROM messages WHERE id = %s", (row,)).fetchone()
+    else:
+        with closing(sqlite3.connect(str(store.path))) as db:
+            found = db.execute("SELECT subject FROM messages WHERE id = ?", (row,)).fetchone()
+    return str(found[0]) if found else None
 
 
 async def test_a_subscriber_finds_the_row_committed_when_it_is_told(store: Store) -> None:

@@ -1,0 +1,22 @@
+"""Which store a home uses: ``[store] url`` (PostgreSQL, its password from the keyring) or the
+home's own SQLite file."""
+
+from __future__ import annotations
+
+from pizzamail.config import Config
+from pizzamail.home import Home
+from pizzamail.secrets import SecretStore, secret_store
+from pizzamail.store import Store
+
+#: the keyring entry of the PostgreSQL password (`pizzamail keys set store`)
+STORE_KEY = "store"
+
+
+def store_for(home: Home, config: Config, secrets: SecretStore | None = None) -> Store:
+    """The home's store, not yet opened. Without a password in the keyring, libpq's own ways apply
+    ($PGPASSWORD, ~/.pgpass, a trusted or peer login)."""
+    url = config.store.url
+    if not url:
+        return Store(path=home.database)
+    password = (secrets or secret_store(home)).get(STORE_KEY)
+    return Store(url=url, password=password, pool_size=config.store.pool)
