@@ -24,7 +24,7 @@ from pizzamail.store.threads import Message, thread_messages
 @click.pass_obj
 def backup(app: App, file: Path) -> None:
     """Write the whole home (mail, threads, config, skills) to FILE (.tar.gz), even while serving."""
-    if app.config.store.url:
+    if _postgres(app):
         raise click.ClickException(
             "[store] url names a PostgreSQL database: back it up with `pg_dump` (its own tool, consistent"
             " while pizzamail runs). `pizzamail backup` copies a home whose state is its SQLite file.")
@@ -52,6 +52,15 @@ def restore(app: App, file: Path) -> None:
     click.echo("The mail password is new once it serves: `pizzamail account password` shows it for your"
                " mail clients.")
     click.echo(f"Then start it: `pizzamail --home {app.home.root} serve`")
+
+
+def _postgres(app: App) -> bool:
+    """Whether the home's state is in PostgreSQL; a config that does not load is backed up as it is
+    (the backup may be what saves its user)."""
+    try:
+        return bool(app.config.store.url)
+    except ConfigError:
+        return False
 
 
 def secrets_used(app: App) -> list[archive.Secret]:
