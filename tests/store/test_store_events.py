@@ -10,7 +10,7 @@ import psycopg
 import pytest
 
 from pizzamail.store import Store
-from pizzamail.store.events import CommitEvent, Follow, MessageAdded, RunQueued
+from pizzamail.store.events import CommitEvent, Follow, MessageAdded, RunQueued, decode, encode
 from pizzamail.store.runs import create_run
 from pizzamail.store.threads import NewMessage, add_message, create_thread
 
@@ -124,3 +124,34 @@ async def test_a_writer_cancelled_while_it_commits_still_publishes_what_it_commi
         await task
     await asyncio.wait_for(published.wait(), 10)
     assert [r["subject"] for r in await store.fetchall("SELECT subject FROM messages")] == ["cut off"]
+
+
+def test_events_travel_as_payloads_under_the_limit_and_come_back_whole() -> None:
+    events: list[CommitEvent] = [MessageAdded(message=n, thread=n, folder="INBOX", direction="in", kind="task")
+                                 for n in range(200)]
+    payloads = encode(events, origin="here", limit=1000)
+    assert len(payloads) > 1 and all(len(p.encode()) <= 1000 for p in payloads)
+    decoded = [decode(p) for p in payloads]
+    assert {origin for origin, _ in decoded} == {"here"}
+    assert [e for _, batch in decoded for e in batch] == events
+    assert encode([], origin="here", limit=1000) == ['{"o":"here","e":[]}']  # a commit without events
+    with pytest.raises(ValueError):
+        decode('{"o": "x", "e": [["NoSuchEvent", {}]]}')
+
+
+@pytest.mark.parametrize("store_backend", ["postgresql"])
+async def test_another_process_commits_reach_this_store_events_once(store: Store) -> None:
+    """With PostgreSQL a commit anywhere is told to every store (LISTEN/NOTIFY); its own store, told at
+    commit already, does not hear it twice."""
+    here: list[RunQueued] = []
+    there: list[RunQueued] = []
+    heard = asyncio.Event()
+    store.events.subscribe(RunQueued, here.append)
+    async with store.twin() as other:
+        other.events.subscribe(RunQueued, lambda e: (there.append(e), heard.set()))
+        before = await other.data_version()
+        run = await add_task(store, "told everywhere")
+        await asyncio.wait_for(heard.wait(), 10)
+        assert await other.data_version() > before  # counted before the events are published
+    assert [e.run for e in here] == [run]
+    assert there == [RunQueued(run=run, thread=here[0].thread)]
