@@ -127,8 +127,8 @@ async def test_a_writer_cancelled_while_it_commits_still_publishes_what_it_commi
 
 
 def test_events_travel_as_payloads_under_the_limit_and_come_back_whole() -> None:
-    events: list[CommitEvent] = [MessageAdded(message=n, thread=n, folder="INBOX", direction="in", kind="task")
-                                 for n in range(200)]
+    events: list[CommitEvent] = [
+        MessageAdded(message=n, thread=n, folder="INBOX", direction="in", kind="task") for n in range(200)]
     payloads = encode(events, origin="here", limit=1000)
     assert len(payloads) > 1 and all(len(p.encode()) <= 1000 for p in payloads)
     decoded = [decode(p) for p in payloads]
