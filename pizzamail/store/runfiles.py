@@ -82,12 +82,15 @@ def write_file(target: Path, data: bytes) -> None:
 
 
 def _digests(folder: Path) -> dict[str, str]:
-    """The workspace's files (``.pictures/<digest>`` for pictures) by digest; temporary files
+    return {name: digest_of((folder / name).read_bytes()) for name in files_in(folder)}
+
+
+def files_in(folder: Path) -> list[str]:
+    """The workspace's files by name (``.pictures/<digest>`` for pictures); temporary files
     (hidden) are not among them."""
-    found: dict[str, str] = {}
+    found = []
     for base in (folder, folder / PICTURES):
         if base.is_dir():
-            for path in base.iterdir():
-                if path.is_file() and not path.name.startswith("."):
-                    found[str(path.relative_to(folder))] = digest_of(path.read_bytes())
+            found += [str(path.relative_to(folder)) for path in sorted(base.iterdir())
+                      if path.is_file() and not path.name.startswith(".")]
     return found
