@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from pizzamail.store import Store
@@ -45,10 +45,14 @@ class StoredWorkspaces(Workspaces):
 
     store: Store
     blobs: BlobStore
+    _hashed: dict[Path, tuple[tuple[int, int, int], str]] = field(default_factory=dict, compare=False,
+                                                                  repr=False)
+    """digests by file, with the inode, mtime and size they were taken at (a file is replaced, not
+    rewritten in place): a file unchanged since is not read again after each tool call"""
 
     async def fetch(self, run_id: int) -> Path:
         folder = self.folder(run_id)
-        local = await asyncio.to_thread(_digests, folder)
+        local = await asyncio.to_thread(self._digests, folder)
         for name, digest in (await self._kept(run_id)).items():
             if local.get(name) != digest:
                 await asyncio.to_thread(write_file, folder / name, await self.blobs.load(digest))
@@ -56,9 +60,11 @@ class StoredWorkspaces(Workspaces):
 
     async def keep(self, run_id: int) -> None:
         folder = self.folder(run_id)
+        local = await asyncio.to_thread(self._digests, folder)
+        if not local:  # most tool calls write nothing
+            return
         kept = await self._kept(run_id)
-        changed = {name: digest for name, digest in (await asyncio.to_thread(_digests, folder)).items()
-                   if kept.get(name) != digest}
+        changed = {name: digest for name, digest in local.items() if kept.get(name) != digest}
         for name in changed:
             await self.blobs.save(await asyncio.to_thread((folder / name).read_bytes))
         if changed:
@@ -72,6 +78,18 @@ class StoredWorkspaces(Workspaces):
         rows = await self.store.fetchall("SELECT name, digest FROM run_files WHERE run_id = ?", (run_id,))
         return {str(row[0]): str(row[1]) for row in rows}
 
+    def _digests(self, folder: Path) -> dict[str, str]:
+        found = {}
+        for name in files_in(folder):
+            path = folder / name
+            stat = path.stat()
+            mark = (stat.st_ino, stat.st_mtime_ns, stat.st_size)
+            seen = self._hashed.get(path)
+            if seen is None or seen[0] != mark:
+                seen = self._hashed[path] = (mark, digest_of(path.read_bytes()))
+            found[name] = seen[1]
+        return found
+
 
 def write_file(target: Path, data: bytes) -> None:
     """``data`` at ``target`` whole or not at all (a reader never sees half a file)."""
@@ -79,10 +97,6 @@ def write_file(target: Path, data: bytes) -> None:
     tmp = target.with_name(f".{target.name}.tmp")
     tmp.write_bytes(data)
     os.replace(tmp, target)
-
-
-def _digests(folder: Path) -> dict[str, str]:
-    return {name: digest_of((folder / name).read_bytes()) for name in files_in(folder)}
 
 
 def files_in(folder: Path) -> list[str]:
