@@ -64,15 +64,16 @@ class StoredWorkspaces(Workspaces):
         if not local:  # most tool calls write nothing
             return
         kept = await self._kept(run_id)
-        changed = {name: digest for name, digest in local.items() if kept.get(name) != digest}
-        for name in changed:
-            await self.blobs.save(await asyncio.to_thread((folder / name).read_bytes))
-        if changed:
+        rows = []
+        for name in (name for name, digest in local.items() if kept.get(name) != digest):
+            # named by the bytes saved, whatever a tool still running beside this one did meanwhile
+            blob = await self.blobs.save(await asyncio.to_thread((folder / name).read_bytes))
+            rows.append((run_id, name, blob.digest))
+        if rows:
             async with self.store.write() as db:
                 await db.executemany(
                     "INSERT INTO run_files(run_id, name, digest) VALUES (?, ?, ?)"
-                    " ON CONFLICT (run_id, name) DO UPDATE SET digest = excluded.digest",
-                    [(run_id, name, digest) for name, digest in changed.items()])
+                    " ON CONFLICT (run_id, name) DO UPDATE SET digest = excluded.digest", rows)
 
     async def _kept(self, run_id: int) -> dict[str, str]:
         rows = await self.store.fetchall("SELECT name, digest FROM run_files WHERE run_id = ?", (run_id,))
