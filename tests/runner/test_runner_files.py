@@ -18,7 +18,9 @@ from pizzamail.providers.types import Picture, ToolSpec
 from pizzamail.store.location import workspaces_for
 from pizzamail.tools import ToolResult
 from tests.fakes.openai_server import FakeOpenAI, gated, text, tool_call
+from tests.fakes.scripted import Recorded, Scripted
 from tests.runner.conftest import TIMEOUT, Harness, bot_mails
+from tests.runner.test_runner_delegation import _team
 from tests.runner.test_runner_pictures import image_urls, png
 from tests.tools.conftest import with_tools
 
@@ -74,3 +76,34 @@ async def test_a_run_resumed_on_another_machine_has_its_files_and_attaches_them(
     assert shown == ["data:image/png;base64," + base64.b64encode(shot.data).decode()]
     assert (other.root / "workspaces" / str(run_id) / "report.md").read_text() == "# Report\n"
 
+
+
+async def test_a_delegates_files_reach_the_parents_reply_when_the_parent_ends_on_another_machine(
+    harness: Harness, fake_openai: FakeOpenAI, gate: threading.Event, tmp_path: Any
+) -> None:
+    harness, moved = _team(harness), threading.Event()
+
+    def answer(request: Recorded) -> Scripted:
+        if "You are Writer." in str(request.messages[0]["content"]):
+            if any(m["role"] == "tool" for m in request.messages):
+                return text("The draft is in draft.md.")
+            return tool_call("write_file", {"name": "draft.md", "content": "# Tides\n"})
+        if not any(m["role"] == "tool" for m in request.messages):
+            return tool_call("delegate", {"agent": "writer", "task": "Write a short draft about tides."})
+        if not moved.is_set():  # the parent has the draft: this machine goes down before it answers
+            return Scripted(payload=text("never sent").payload, gate=gate)
+        return text("Here is the draft.")
+
+    fake_openai.script([], then=answer)
+    run_id = await harness.task("Write me something about tides")
+    options = with_tools(harness)
+    async with harness.running(**options):
+        await asyncio.to_thread(fake_openai.wait_requests, 4)
+    moved.set()
+    elsewhere = workspaces_for(Home(root=tmp_path / "machine-b"), harness.store)
+    async with harness.running(**{**options, "workspaces": elsewhere}) as runner:
+        assert await asyncio.wait_for(harness.finish(runner, run_id), TIMEOUT) == "done"
+    [reply] = [m for _, m in await bot_mails(harness.mailbox) if m["X-Pizzamail-Kind"] == "reply"]
+    [attachment] = reply.iter_attachments()
+    assert attachment.get_filename() == "draft.md"
+    assert attachment.get_content().replace("\r\n", "\n") == "# Tides\n"
