@@ -51,7 +51,7 @@ class FileBlobs:
         return self.root / digest[:2] / digest
 
     def put(self, data: bytes) -> str:
-        """:meth:`save` in the calling thread (backup and the copy into PostgreSQL read these)."""
+        """:meth:`save` in the calling thread; returns the digest."""
         digest = digest_of(data)
         target = self.path(digest)
         if target.exists():
