@@ -14,6 +14,8 @@
     ├── HomeUnusable          a home folder that cannot be made, read or written
     ├── BackupError           a backup or restore that cannot be made as asked (not a pizzamail
     │                         backup, a home that is not empty); names what to do instead
+    ├── TransferError         ``migrate-store`` that cannot copy as asked (a target holding data, an
+    │                         unreachable server); names what to do instead
     ├── PortUnavailable       a ``[server]`` port that cannot be listened on (names the key and port)
     ├── FolderError           a folder that cannot be made or renamed as asked (a name the file
     │                         system cannot hold, or one already taken); carries its IMAP code
@@ -260,6 +262,11 @@ class HomeUnusable(PizzamailError):
 
 class BackupError(PizzamailError):
     """``backup``, ``restore`` or ``export`` cannot do what was asked; the hint names what to do."""
+
+
+class TransferError(PizzamailError):
+    """``migrate-store`` cannot copy the home's state as asked (a target that holds data already, an
+    unreachable server, no SQLite state); the hint names what to do."""
 
 
 class PortUnavailable(PizzamailError):

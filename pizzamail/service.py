@@ -49,7 +49,7 @@ from pizzamail.skills.tools import SkillSource
 from pizzamail.store import Store
 from pizzamail.store.blobs import BlobStore
 from pizzamail.store.events import ActionDecided, Follow, MessageAdded
-from pizzamail.store.location import store_for
+from pizzamail.store.location import blobs_for, store_for, workspaces_for
 from pizzamail.tools import ToolRegistry
 from pizzamail.tools.builtins import Builtins
 from pizzamail.tools.mcp import McpHub
@@ -153,7 +153,7 @@ class Service:
 
     async def _start(self, stack: AsyncExitStack, sockets: Sockets) -> Listening:
         store = await stack.enter_async_context(store_for(self.home, self.config, self.secrets))
-        blobs = BlobStore(root=self.home.blobs)
+        blobs = blobs_for(self.home, store)
         local = await Mailbox(root=self.home.maildir, store=store).open() if self.local else None
         mailbox = local or await self._remote(stack, store)
         filer = Filer(mailbox=mailbox, blobs=blobs)
@@ -171,7 +171,7 @@ class Service:
         runner = Runner(
             store=store, mailbox=mailbox, blobs=blobs, config=self.config, secrets=self.secrets,
             filer=filer, composer=composer, tools=self._tools(store, blobs, composer, hub),
-            workspaces=self.home.root / "workspaces", approvals=approvals,
+            workspaces=workspaces_for(self.home, store), approvals=approvals,
         )
         # before IMAP serves: a request copy a crash left unrecorded is recorded before the user
         # can delete it (a deletion means "ignore" only for a copy known to have been delivered)

@@ -14,6 +14,7 @@ from pizzamail.home import Home
 from pizzamail.mailbox import Mailbox
 from pizzamail.store import Store
 from pizzamail.store.blobs import BlobStore
+from pizzamail.store.location import blobs_for
 from tests import postgres
 from tests.programs import require
 
@@ -93,8 +94,9 @@ async def store(home: Home, store_backend: str, request: pytest.FixtureRequest) 
 
 
 @pytest.fixture
-def blobs(home: Home) -> BlobStore:
-    return BlobStore(root=home.blobs)
+def blobs(home: Home, store: Store) -> BlobStore:
+    """Where the store keeps blobs: files for SQLite, the database itself for PostgreSQL."""
+    return blobs_for(home, store)
 
 
 @pytest.fixture

@@ -73,7 +73,7 @@ async def test_owner_mail_is_stored_with_a_queued_run(smtp_port: int, store: Sto
     [msg] = await store.fetchall("SELECT * FROM messages")
     assert msg["message_id"] == "task-1@client"
     assert msg["body"] == "Please summarise it."
-    assert blobs.get(msg["blob"]) == data
+    assert await blobs.load(msg["blob"]) == data
     [run] = await store.fetchall("SELECT * FROM runs")
     assert run["status"] == "queued" and run["thread_id"] == msg["thread_id"]
 

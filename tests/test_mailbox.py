@@ -91,7 +91,7 @@ async def test_reconcile_picks_up_external_changes(mailbox: Mailbox) -> None:
 
 
 async def test_filing_is_idempotent(mailbox: Mailbox, blobs: BlobStore) -> None:
-    digest = blobs.put(MAIL)
+    digest = (await blobs.save(MAIL)).digest
     async with mailbox.store.write() as db:
         thread = await create_thread(db, subject="hi", agent="bot@x")
         await add_message(db, thread, NewMessage(
@@ -164,7 +164,7 @@ async def test_a_folder_made_again_never_gets_an_old_uidvalidity(mailbox: Mailbo
 async def test_a_message_whose_file_was_renamed_before_a_crash_is_filed_once_at_the_next_start(
     mailbox: Mailbox, home: Home, store: Store, blobs: BlobStore
 ) -> None:
-    digest = blobs.put(MAIL)
+    digest = (await blobs.save(MAIL)).digest
     async with store.write() as db:
         thread = await create_thread(db, subject="hi", agent="bot@x")
         row = await add_message(db, thread, NewMessage(

@@ -50,7 +50,7 @@ async def test_a_task_is_its_message_thread_and_queued_run_in_one(store: Store, 
     [message] = await thread_messages(store, task.thread_id)
     assert (run.status, run.source, run.thread_id) == ("queued", "hook:ci", task.thread_id)
     assert (message.id, message.kind, message.subject) == (task.message_row, "task", "Nightly")
-    assert blobs.get(message.blob) == task_mail.as_bytes() and message.size == blob.size
+    assert await blobs.load(message.blob) == task_mail.as_bytes() and message.size == blob.size
 
 
 async def test_a_mail_written_once_is_not_stored_again(store: Store, blobs: BlobStore) -> None:

@@ -37,6 +37,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
              "about."),
     "mailbox": ("mailbox", 'Your own mail account as pizzamail\'s mailbox ([mailbox] mode = "imap" in '
                 'config.toml).'),
+    "migrate-store": ("migrate", "Copy this home's state (threads, runs, mail, blobs, run files) into an "
+                      "empty PostgreSQL database, e.g. postgresql://pizzamail@db.internal/pizzamail."),
     "mcp": ("mcp", "MCP servers: the tools the agent can use beyond the built-ins."),
     "memory": ("memory", "The agent's notes across threads (list; `memory rm ID`, `memory edit ID`)."),
     "models": ("models", "Model providers, the one `[agent] model` selects (*), and where each key is "
@@ -68,7 +70,7 @@ class LazyGroup(click.Group):
         if cmd_name not in COMMANDS:
             return None
         module = importlib.import_module(f"pizzamail.cli.{COMMANDS[cmd_name][0]}")
-        command: click.Command = getattr(module, cmd_name)
+        command: click.Command = getattr(module, cmd_name.replace("-", "_"))
         return command
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from pizzamail.config import Config
     from pizzamail.secrets import SecretStore
     from pizzamail.store import Store
+    from pizzamail.store.blobs import BlobStore
 
 
 @dataclass(kw_only=True)
@@ -53,6 +54,12 @@ class App:
         from pizzamail.store.location import store_for
 
         return store_for(self.home, self.config, self.secrets)
+
+    def blobs(self, store: Store) -> BlobStore:
+        """Where the open ``store`` keeps mail bytes and attachments (files, or PostgreSQL itself)."""
+        from pizzamail.store.location import blobs_for
+
+        return blobs_for(self.home, store)
 
     def initialise(self) -> list[str]:
         """Create whatever is missing (folders, config, account password). Returns what was made."""

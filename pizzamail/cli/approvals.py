@@ -26,7 +26,6 @@ from pizzamail.cli.app import App
 from pizzamail.store.actions import HeldAction, action_by_id, canonical_json
 from pizzamail.store.approvals import Rule
 from pizzamail.store.approvals import rules as list_rules
-from pizzamail.store.blobs import BlobStore
 
 if TYPE_CHECKING:
     from pizzamail.approvals.decide import Decision
@@ -139,7 +138,7 @@ async def _pending(app: App) -> list[tuple[HeldAction, str]]:
         from pizzamail.composer import Composer
         from pizzamail.tools.builtins import Builtins
 
-        builtins = Builtins(store=store, blobs=BlobStore(root=app.home.blobs),
+        builtins = Builtins(store=store, blobs=app.blobs(store),
                             composer=Composer(config=app.config), sender=app.config.agent.address)
         return [(a, _described(app, builtins, a)) for a in found]
 

@@ -15,7 +15,6 @@ from pizzamail.cli.app import App
 from pizzamail.errors import BackupError, ConfigError
 from pizzamail.secrets import ACCOUNT_PASSWORD
 from pizzamail.store import backup as archive
-from pizzamail.store.blobs import BlobStore
 from pizzamail.store.threads import Message, thread_messages
 
 
@@ -123,8 +122,8 @@ def export(app: App, thread: int, file: Path | None) -> None:
 async def _messages(app: App, thread: int) -> list[tuple[Message, bytes]]:
     if not app.has_store():
         return []
-    blobs = BlobStore(root=app.home.blobs)
     async with app.store() as store:
+        blobs = app.blobs(store)
         return [(m, await blobs.load(m.blob)) for m in await thread_messages(store, thread)]
 
 

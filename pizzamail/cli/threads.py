@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING
 import click
 
 from pizzamail.cli.app import App
-from pizzamail.store.blobs import BlobStore
 from pizzamail.store.threads import Thread, list_threads
 from pizzamail.store.usage import Usage, thread_usage
 
@@ -54,7 +53,7 @@ async def _submit(app: App, text: str, agent: str) -> Stored:
     config = app.config
     async with app.store() as store:
         return await submit_text(
-            store, BlobStore(root=app.home.blobs), text, sender=config.account.address,
+            store, app.blobs(store), text, sender=config.account.address,
             agent=agent, domain=config.domain,
         )
 

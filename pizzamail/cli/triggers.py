@@ -12,7 +12,6 @@ from pizzamail.auth import sender_key
 from pizzamail.cli.app import App
 from pizzamail.config import HookSettings, ScheduleSettings, schedule_settings
 from pizzamail.errors import ConfigError
-from pizzamail.store.blobs import BlobStore
 from pizzamail.store.hooks import Hook, list_hooks
 from pizzamail.store.schedules import Schedule, list_schedules, remove_schedule
 from pizzamail.store.senders import LastTask, last_task_from
@@ -91,7 +90,7 @@ def schedule_run(app: App, name: str) -> None:
     are not affected)."""
     async def run() -> Posted | None:
         async with app.store() as store:
-            return await run_now(store, BlobStore(root=app.home.blobs), app.config, name, at=utcnow())
+            return await run_now(store, app.blobs(store), app.config, name, at=utcnow())
 
     posted = asyncio.run(run()) if app.has_store() else None
     if posted is None:

@@ -30,10 +30,11 @@ from pizzamail.config import Agent, Config
 from pizzamail.mail.build import build_mail
 from pizzamail.mail.ids import new_message_id
 from pizzamail.providers.types import ToolCall, ToolSpec
-from pizzamail.runner.workspace import attachments, workspace_for
+from pizzamail.runner.workspace import attachments
 from pizzamail.store import Store
 from pizzamail.store.blobs import BlobStore
 from pizzamail.store.mailwriter import add_task, message_row
+from pizzamail.store.runfiles import Workspaces
 from pizzamail.store.runs import (
     ENDED,
     Run,
@@ -121,7 +122,7 @@ class Delegation:
     store: Store
     blobs: BlobStore
     config: Config
-    workspaces: Callable[[], Path]
+    workspaces: Workspaces
     clock: Callable[[], datetime]
     max_result_chars: int = 20000
 
@@ -189,7 +190,9 @@ class Delegation:
             return ToolResult(is_error=True, text=f"{who} failed: {child.error or 'no reason given'}")
         answer = await _final_text(self.store, child.id)
         # off the event loop: up to 20 files of up to 10 MB each are compared and copied
-        files = await asyncio.to_thread(self._take_files, child, workspace_for(self.workspaces(), run.id))
+        written = await self.workspaces.fetch(child.id)  # the child may have run on another machine
+        files = await asyncio.to_thread(self._take_files, written, self.workspaces.folder(run.id))
+        await self.workspaces.keep(run.id)  # before the step that names them is checkpointed
         text = f"{who} answered:\n\n{answer}"
         if files:
             text += "\n\nFiles it wrote (they go out with your reply): " + ", ".join(files)
@@ -201,10 +204,10 @@ class Delegation:
         agent = self.config.agent_at(child.agent)
         return f"{agent.name} ({agent.key})" if agent else str(child.agent)
 
-    def _take_files(self, child: Run, workspace: Path) -> list[str]:
-        """The child's files, copied into the parent's workspace under names not taken there."""
+    def _take_files(self, written: Path, workspace: Path) -> list[str]:
+        """The files of the child's workspace, copied into the parent's under names not taken there."""
         names = []
-        for path in attachments(workspace_for(self.workspaces(), child.id)):
+        for path in attachments(written):
             workspace.mkdir(parents=True, exist_ok=True)
             target, n = workspace / path.name, 1
             while target.exists() and target.read_bytes() != path.read_bytes():

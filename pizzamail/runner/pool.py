@@ -15,7 +15,6 @@ import logging
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 from pizzamail.approvals.service import DRAFTS_FOLDER, Approvals, Waiting, draft_message
@@ -33,7 +32,7 @@ from pizzamail.runner.limits import Limits, run_notes, usage_of
 from pizzamail.runner.loop import Delegating, drive
 from pizzamail.runner.outcome import conclude
 from pizzamail.runner.stops import StopWatch
-from pizzamail.runner.workspace import attachments, workspace_for
+from pizzamail.runner.workspace import attachments
 from pizzamail.secrets import SecretStore
 from pizzamail.store import Store
 from pizzamail.store.actions import HeldAction
@@ -41,6 +40,7 @@ from pizzamail.store.blobs import BlobStore
 from pizzamail.store.events import RunQueued, StopRequested
 from pizzamail.store.mailwriter import message_row
 from pizzamail.store.memory import relevant_notes
+from pizzamail.store.runfiles import Workspaces
 from pizzamail.store.runs import (
     Run,
     add_step,
@@ -82,9 +82,9 @@ class Runner:
     composer: Composer | None = None
     """renders the mails; default: ``Composer(config=config)`` with the bundled templates"""
     tools: ToolRegistry = field(default_factory=ToolRegistry)
-    workspaces: Path | None = None
-    """where each run gets its folder for files it writes (default: ``workspaces/`` beside the
-    blob store, i.e. in the home folder)"""
+    workspaces: Workspaces
+    """where each run gets its folder for files it writes (``workspaces/`` in the home folder:
+    :func:`~pizzamail.store.location.workspaces_for`)"""
     filer: Filer | None = None
     """files a run's mail into the Maildir before the run counts as finished (so the log line and
     ``wait_for`` come after it). Pass the service's one :class:`Filer`, which also follows every
@@ -135,7 +135,7 @@ class Runner:
             store=self.store, blobs=self.blobs, mailbox=self.mailbox, config=self.config,
             composer=self._mails, file_mail=self._filer.run, secrets=self.secrets, clock=self.clock)
         self._delegation = Delegation(store=self.store, blobs=self.blobs, config=self.config,
-                                      workspaces=self._workspaces, clock=self.clock,
+                                      workspaces=self.workspaces, clock=self.clock,
                                       max_result_chars=self.tools.max_result_chars)
 
     # -- lifecycle ---------------------------------------------------------------------------
@@ -331,8 +331,9 @@ class Runner:
         agent = self.config.agent_at(run.agent)
         ctx = await load_context(self.store, run, agent or self.config.main_agent)
         trust = await self._delegation.trust(run)
+        files = self.workspaces
         scope = RunScope(run_id=run.id, thread_id=run.thread_id, mail=ctx.mail(run),
-                         workspace=workspace_for(self._workspaces(), run.id),
+                         workspace=await files.fetch(run.id), kept=lambda: files.keep(run.id),
                          rules=trust.rules, outside=trust.outside, agent=agent)
         try:
             if agent is None:
@@ -389,9 +390,6 @@ class Runner:
                                       status="failed", error=error.message)
         return await self._finish(run, reply, status="done")
 
-    def _workspaces(self) -> Path:
-        return self.workspaces or self.blobs.root.parent / "workspaces"
-
     async def _agent(self, run: Run, transcript: Transcript, toolbox: Toolbox, agent: Agent,
                      ) -> Response | HeldStep | Waiting | Delegating:
         waiting = await self._approvals.settle(run.id, transcript, toolbox, self._interruptible)
@@ -430,7 +428,7 @@ class Runner:
         if rows:
             log.info("run %d: replaying %d checkpointed step(s)", run.id, len(rows))
         next_seq = rows[-1].seq + 1 if rows else 0
-        steps = await load_steps(rows, workspace_for(self._workspaces(), run.id))
+        steps = await load_steps(rows, self.workspaces.folder(run.id))
         return Transcript(base=base, steps=steps, next_seq=next_seq)
 
     async def _checkpoint(self, run: Run, seq: int, step: AgentStep, toolbox: Toolbox) -> None:

@@ -1,7 +1,5 @@
-"""A run's workspace: ``workspaces/<run>/`` in the home folder, for the files the agent writes.
-
-The folder outlives a crash, so a resumed run still attaches what it wrote before.
-"""
+"""What of a run's workspace goes out with its reply (the folder, and how it outlives a crash or
+moves to another machine: :mod:`pizzamail.store.runfiles`)."""
 
 from __future__ import annotations
 
@@ -9,10 +7,6 @@ from pathlib import Path
 
 #: the most files one reply carries (the rest stay in the workspace)
 MAX_ATTACHMENTS = 20
-
-
-def workspace_for(root: Path, run_id: int) -> Path:
-    return root / str(run_id)
 
 
 def attachments(workspace: Path) -> list[Path]:

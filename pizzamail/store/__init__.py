@@ -79,6 +79,8 @@ class Backend(Protocol):
 
     async def fetchall(self, sql: str, params: tuple[Any, ...]) -> list[Row]: ...
 
+    async def write_alone(self, sql: str, params: tuple[Any, ...]) -> None: ...
+
     async def data_version(self) -> int: ...
 
 
@@ -175,6 +177,12 @@ class Store:
         """All rows of one query, read to the end in one step (never a statement left half-read,
         whose open read transaction would keep the next query in the past)."""
         return await self._open_backend().fetchall(sql, tuple(params))
+
+    async def write_alone(self, sql: str, params: Iterable[Any] = ()) -> None:
+        """One idempotent statement (``INSERT … ON CONFLICT DO NOTHING``) committed on a connection of
+        its own: outside the serialised writes, so it may run while this task has one open (a blob,
+        committed before the transaction that names it). PostgreSQL only."""
+        await self._open_backend().write_alone(sql, tuple(params))
 
     async def fetchone(self, sql: str, params: Iterable[Any] = ()) -> Row | None:
         rows = await self.fetchall(sql, params)

@@ -1,8 +1,13 @@
-"""Content-addressed files under ``blobs/``: raw mail bytes and attachments.
+"""Content-addressed blobs: raw mail bytes and attachments, named by their SHA-256.
 
-A blob is written and fsynced before the database row that names it is committed, so a committed
-row never points at a missing file. Writing and fsyncing take a while on a slow disk, so the async
-code writes through :meth:`BlobStore.save`, which does it in a worker thread.
+A blob is stored durably before the database row that names it is committed, so a committed row
+never points at a missing blob. Two places keep them, behind one interface (:class:`BlobStore`):
+
+- :class:`FileBlobs`, files under the home's ``blobs/`` (SQLite homes): written and fsynced in a
+  worker thread, since that takes a while on a slow disk;
+- :class:`StoredBlobs`, the ``blobs`` table (PostgreSQL): every process on every machine reads what
+  any of them wrote, with no shared filesystem. Each blob is inserted and committed on its own
+  connection, so it may be saved in the middle of a transaction that will name it.
 """
 
 from __future__ import annotations
@@ -12,6 +17,9 @@ import hashlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
+
+from pizzamail.store import Store
 
 
 def digest_of(data: bytes) -> str:
@@ -21,20 +29,29 @@ def digest_of(data: bytes) -> str:
 
 @dataclass(frozen=True, kw_only=True)
 class Blob:
-    """Bytes in the blob store, written and fsynced: a row may name them now."""
+    """Bytes in the blob store, stored durably: a row may name them now."""
 
     digest: str
     size: int
 
 
+class BlobStore(Protocol):
+    async def save(self, data: bytes) -> Blob:
+        """Store ``data`` durably (once: the same bytes again are the same blob)."""
+
+    async def load(self, digest: str) -> bytes:
+        """The bytes of a saved blob; FileNotFoundError for a digest never saved."""
+
+
 @dataclass(frozen=True, kw_only=True)
-class BlobStore:
+class FileBlobs:
     root: Path
 
     def path(self, digest: str) -> Path:
         return self.root / digest[:2] / digest
 
     def put(self, data: bytes) -> str:
+        """:meth:`save` in the calling thread; returns the digest."""
         digest = digest_of(data)
         target = self.path(digest)
         if target.exists():
@@ -51,12 +68,28 @@ class BlobStore:
         return digest
 
     async def save(self, data: bytes) -> Blob:
-        """:meth:`put`, off the event loop."""
         return Blob(digest=await asyncio.to_thread(self.put, data), size=len(data))
 
     def get(self, digest: str) -> bytes:
         return self.path(digest).read_bytes()
 
     async def load(self, digest: str) -> bytes:
-        """:meth:`get`, off the event loop."""
         return await asyncio.to_thread(self.get, digest)
+
+
+@dataclass(frozen=True, kw_only=True)
+class StoredBlobs:
+    store: Store
+
+    async def save(self, data: bytes) -> Blob:
+        digest = digest_of(data)
+        await self.store.write_alone("INSERT INTO blobs(digest, data) VALUES (?, ?)"
+                                     " ON CONFLICT (digest) DO NOTHING", (digest, data))
+        return Blob(digest=digest, size=len(data))
+
+    async def load(self, digest: str) -> bytes:
+        row = await self.store.fetchone("SELECT data FROM blobs WHERE digest = ?", (digest,))
+        if row is None:
+            raise FileNotFoundError(f"blob {digest} is not in the store")
+        return bytes(row[0])
+

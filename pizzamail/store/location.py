@@ -1,5 +1,5 @@
 """Which store a home uses: ``[store] url`` (PostgreSQL, its password from the keyring) or the
-home's own SQLite file."""
+home's own SQLite file; and, following it, where blobs and run files live."""
 
 from __future__ import annotations
 
@@ -7,6 +7,8 @@ from pizzamail.config import Config
 from pizzamail.home import Home
 from pizzamail.secrets import SecretStore, secret_store
 from pizzamail.store import Store
+from pizzamail.store.blobs import BlobStore, FileBlobs, StoredBlobs
+from pizzamail.store.runfiles import StoredWorkspaces, Workspaces
 
 #: the keyring entry of the PostgreSQL password (`pizzamail keys set store`)
 STORE_KEY = "store"
@@ -20,3 +22,20 @@ def store_for(home: Home, config: Config, secrets: SecretStore | None = None) ->
         return Store(path=home.database)
     password = (secrets or secret_store(home)).get(STORE_KEY)
     return Store(url=url, password=password, pool_size=config.store.pool)
+
+
+def blobs_for(home: Home, store: Store) -> BlobStore:
+    """The blobs of the home's open store: in PostgreSQL itself, which every machine reaches; a
+    SQLite home's in files under ``blobs/``."""
+    if store.dialect == "postgresql":
+        return StoredBlobs(store=store)
+    return FileBlobs(root=home.blobs)
+
+
+def workspaces_for(home: Home, store: Store) -> Workspaces:
+    """The run folders under ``workspaces/``; kept in the store too when it is PostgreSQL, so a run
+    resumed on another machine has its files."""
+    root = home.root / "workspaces"
+    if store.dialect == "postgresql":
+        return StoredWorkspaces(root=root, store=store, blobs=StoredBlobs(store=store))
+    return Workspaces(root=root)

@@ -461,6 +461,25 @@ MIGRATIONS: list[tuple[str, str | dict[str, str]]] = [
         )
         """,
     ),
+    (
+        # With PostgreSQL nothing is shared but the database: mail bytes and attachments (a SQLite
+        # home's blobs/ files), and each run's workspace files, named by their blob, so a worker on
+        # another machine resuming the run finds them. SQLite homes keep both on disk.
+        "025_blobs_in_store",
+        {"sqlite": "",
+         "postgresql": """
+        CREATE TABLE blobs(
+            digest TEXT PRIMARY KEY,
+            data BYTEA NOT NULL
+        );
+        CREATE TABLE run_files(
+            run_id BIGINT NOT NULL,
+            name TEXT NOT NULL,
+            digest TEXT NOT NULL REFERENCES blobs(digest),
+            PRIMARY KEY (run_id, name)
+        )
+        """},
+    ),
 ]
 
 

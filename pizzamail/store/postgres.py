@@ -213,6 +213,10 @@ class PostgresBackend:
             await cursor.execute(for_postgres(sql), params or None)
             return list(await cursor.fetchall())
 
+    async def write_alone(self, sql: str, params: tuple[Any, ...]) -> None:
+        async with self._open_pool().connection() as conn:  # autocommit: committed when it returns
+            await conn.execute(for_postgres(sql), params or None)
+
     async def data_version(self) -> int:
         return self._version
 

@@ -73,6 +73,10 @@ class SqliteBackend:
         assert self._reader is not None, "store is not open"
         return list(await self._reader.execute_fetchall(sql, params))
 
+    async def write_alone(self, sql: str, params: tuple[Any, ...]) -> None:
+        """SQLite has one writer, and a task inside a write would wait for itself here."""
+        raise NotImplementedError("a SQLite home keeps its blobs and run files on disk")
+
     async def data_version(self) -> int:
         """Moves when another connection commits; the reader never writes, so it also moves on this
         store's own commits."""

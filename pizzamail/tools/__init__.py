@@ -15,7 +15,7 @@ held, and say in plain words what a held call will do, for the approval request.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -63,6 +63,9 @@ class RunScope:
     """threading for mail written during the run (progress notes)"""
     workspace: Path
     """the run's own folder (``workspaces/<run>``); files written there go out with the reply"""
+    kept: Callable[[], Awaitable[None]] | None = None
+    """called after each tool call: makes what it wrote in the workspace last beyond this machine
+    (:meth:`~pizzamail.store.runfiles.Workspaces.keep`); None: the folder alone"""
     rules: tuple[dict[str, str], ...] = ()
     """rule tables of this run alone (each read on its own; the strictest answer among those with a
     rule for a tool wins) (a ``[senders.NAME]`` policy for the runs its mail starts):
@@ -151,6 +154,8 @@ class Toolbox:
     max_result_chars: int = 20000
     workspace: Path | None = None
     """where a result's files and pictures are kept (:mod:`pizzamail.tools.outputs`)"""
+    kept: Callable[[], Awaitable[None]] | None = None
+    """the run's :attr:`RunScope.kept`"""
 
     def specs(self) -> list[ToolSpec]:
         """Denied tools are not offered: a model should not plan around a tool it may not use."""
@@ -166,6 +171,8 @@ class Toolbox:
         result = await offered.tool.call(arguments)
         if self.workspace is not None:
             await keep(result, self.workspace)
+        if self.kept is not None:  # the tool itself may have written there (write_file)
+            await self.kept()
         if len(result.text) > self.max_result_chars:
             cut = result.text[: self.max_result_chars]
             return replace(result, text=f"{cut}\n[… cut: the result had {len(result.text)} characters]")
@@ -203,7 +210,7 @@ class ToolRegistry:
 
     def bind(self, scope: RunScope, *, extra: Sequence[Offer] = ()) -> Toolbox:
         """The run's tools; ``extra``: offers of the run's own (``delegate``), after every source."""
-        box = Toolbox(max_result_chars=self.max_result_chars, workspace=scope.workspace)
+        box = Toolbox(max_result_chars=self.max_result_chars, workspace=scope.workspace, kept=scope.kept)
         offers = [Offer(tools=list(self._tools.values())), *(s.offer(scope) for s in self._sources), *extra]
         for offer in offers:
             for offered in offer.tools:

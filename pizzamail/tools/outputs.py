@@ -8,16 +8,15 @@ workspace outlives a crash, and hidden files are never attached.
 from __future__ import annotations
 
 import asyncio
-import os
 import re
 from pathlib import Path
 
 from pizzamail.store.blobs import digest_of
+from pizzamail.store.runfiles import PICTURES, write_file
 from pizzamail.store.runs import Step
 from pizzamail.transcript import AgentStep, ToolResult, step_from_row
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
-PICTURES = ".pictures"
 
 
 async def keep(result: ToolResult, workspace: Path) -> None:
@@ -38,17 +37,10 @@ async def load_steps(rows: list[Step], workspace: Path) -> list[AgentStep]:
 
 def _write(result: ToolResult, workspace: Path) -> None:
     for picture in result.pictures:
-        _put(workspace / PICTURES / digest_of(picture.data), picture.data)
+        write_file(workspace / PICTURES / digest_of(picture.data), picture.data)
     for file in result.files:
         workspace.mkdir(mode=0o700, parents=True, exist_ok=True)
-        _put(_free(workspace, safe_name(file.name), file.data), file.data)
-
-
-def _put(target: Path, data: bytes) -> None:
-    target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    tmp = target.with_name(f".{target.name}.tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, target)
+        write_file(_free(workspace, safe_name(file.name), file.data), file.data)
 
 
 def safe_name(name: str) -> str:

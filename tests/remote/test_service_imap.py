@@ -22,7 +22,7 @@ from pizzamail.mail.parse import parse_mail
 from pizzamail.secrets import secret_store
 from pizzamail.service import Listening, Service
 from pizzamail.store import Store
-from pizzamail.store.blobs import BlobStore
+from pizzamail.store.blobs import FileBlobs
 from tests.dovecot import PASSWORD, Dovecot, free_port, running, unavailable
 from tests.fakes.openai_server import FakeOpenAI, text, tool_call
 from tests.programs import needs
@@ -85,7 +85,7 @@ async def task_in_inbox(dovecot: Dovecot, home: Home, text: str) -> None:
                       message_id="<task.1@example.com>").as_bytes()
     dovecot.deliver(task, "1.task")
     async with Store(path=home.database) as store:
-        await store_task(store, BlobStore(root=home.blobs), task, parse_mail(task), agent=BOT,
+        await store_task(store, FileBlobs(root=home.blobs), task, parse_mail(task), agent=BOT,
                          domain="example.com")
 
 

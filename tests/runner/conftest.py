@@ -24,6 +24,7 @@ from pizzamail.runner import Runner
 from pizzamail.secrets import SecretStore, secret_store
 from pizzamail.store import Store
 from pizzamail.store.blobs import BlobStore
+from pizzamail.store.location import workspaces_for
 from tests.fakes.openai_server import FakeOpenAI  # its fixture is a plugin (tests/conftest.py)
 
 TIMEOUT = 10.0
@@ -53,6 +54,7 @@ class Harness:
     blobs: BlobStore
     config: Config
     secrets: SecretStore
+    home: Home
     sleeps: list[float] = field(default_factory=list)
 
     async def sleep(self, seconds: float) -> None:
@@ -63,6 +65,7 @@ class Harness:
 
     def runner(self, **options: Any) -> Runner:
         options.setdefault("provider_factory", self.provider)
+        options.setdefault("workspaces", workspaces_for(self.home, self.store))
         return Runner(store=self.store, mailbox=self.mailbox, blobs=self.blobs, config=self.config,
                       **options)
 
@@ -107,8 +110,8 @@ def task_mail(body: str, *, subject: str, reply_to: str | None, refs: list[str])
 
 @pytest.fixture
 def harness(store: Store, mailbox: Mailbox, blobs: BlobStore, config: Config,
-            secrets: SecretStore) -> Harness:
-    return Harness(store=store, mailbox=mailbox, blobs=blobs, config=config, secrets=secrets)
+            secrets: SecretStore, home: Home) -> Harness:
+    return Harness(store=store, mailbox=mailbox, blobs=blobs, config=config, secrets=secrets, home=home)
 
 
 

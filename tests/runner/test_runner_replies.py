@@ -43,7 +43,7 @@ async def test_the_reply_is_stored_with_the_run_finished(harness: Harness, fake_
     thread = await harness.store.fetchone("SELECT status FROM threads WHERE id = 1")
     assert run is not None and thread is not None
     assert (run["status"], run["error"], thread["status"]) == ("done", None, "done")
-    raw = harness.blobs.get(reply.blob)
+    raw = await harness.blobs.load(reply.blob)
     assert b"\r\n" in raw and b"\n" not in raw.replace(b"\r\n", b"")  # CRLF throughout
 
 

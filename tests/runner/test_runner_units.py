@@ -15,7 +15,7 @@ from pizzamail.providers import Message, provider_for
 from pizzamail.providers.openai import MAX_WAIT, OpenAIProvider, backoff, parse_arguments, wire_message
 from pizzamail.runner.history import RunContext, history
 from pizzamail.secrets import SecretStore, secret_store
-from pizzamail.store.blobs import BlobStore
+from pizzamail.store.blobs import FileBlobs
 from pizzamail.store.runs import Run, Step
 from pizzamail.store.threads import Message as StoredMessage
 from pizzamail.transcript import step_from_row
@@ -136,7 +136,7 @@ def _stored(row: int, direction: str, kind: str, body: str, blob: str = "b") -> 
 
 
 async def test_history_is_bounded_and_leaves_out_our_own_notices(tmp_path: Path) -> None:
-    blobs = BlobStore(root=tmp_path)
+    blobs = FileBlobs(root=tmp_path)
     plain = blobs.put(b"Subject: s\r\n\r\nq\r\n")
     earlier = [_stored(1, "in", "task", "q1", plain), _stored(2, "out", "reply", "a1"),
                _stored(3, "in", "task", "q2", plain), _stored(4, "out", "error", "it broke")]

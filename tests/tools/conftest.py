@@ -90,7 +90,7 @@ def with_tools(h: Harness, *, hub: McpHub | None = None, skills: Path | None = N
     tools = ToolRegistry(rules=rules or {})
     tools.add_source(Builtins(
         store=h.store, blobs=h.blobs, composer=Composer(config=h.config), sender=h.config.agent.address,
-        memory_file=h.blobs.root.parent / "memory.md", **builtins))
+        memory_file=h.home.root / "memory.md", **builtins))
     if skills is not None:
         tools.add_source(SkillSource(home_skills=skills, paths=[]))
     if hub is not None:

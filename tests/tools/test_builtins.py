@@ -81,7 +81,7 @@ async def test_write_file_refuses_paths_outside_the_workspace(
     async with harness.running(**with_tools(harness)) as runner:
         assert await harness.finish(runner, run_id) == "done"
     assert "not a plain file name" in fake_openai.requests[1].messages[-1]["content"]
-    assert not (harness.blobs.root.parent / "workspaces" / "escape.txt").exists()
+    assert not (harness.home.root / "workspaces" / "escape.txt").exists()
 
 
 async def test_post_progress_sends_a_progress_mail_in_the_thread(
@@ -121,7 +121,7 @@ async def test_remember_and_recall_across_threads(harness: Harness, fake_openai:
         second = await harness.task("Which units do I like?", subject="Another thread")
         assert await harness.finish(runner, second) == "done"
     assert "The user prefers metric units." in fake_openai.requests[3].messages[-1]["content"]
-    memory = (harness.blobs.root.parent / "memory.md").read_text()
+    memory = (harness.home.root / "memory.md").read_text()
     assert "The user prefers metric units." in memory
 
 

@@ -50,7 +50,7 @@ async def test_a_tools_image_is_attached_to_the_reply_and_shown_to_the_model(
     [_, tool, _] = await steps_of(harness.store, run_id)
     assert base64.b64encode(chart_png()).decode() not in json.dumps(tool.data)  # a blob reference
     [picture] = tool.data["pictures"]
-    kept = harness.blobs.root.parent / "workspaces" / str(run_id) / ".pictures" / picture["digest"]
+    kept = harness.home.root / "workspaces" / str(run_id) / ".pictures" / picture["digest"]
     assert kept.read_bytes() == chart_png()
 
 

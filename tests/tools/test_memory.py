@@ -25,7 +25,7 @@ from tests.tools.conftest import with_tools
 
 
 def memory_md(harness: Harness) -> Path:
-    return harness.blobs.root.parent / "memory.md"
+    return harness.home.root / "memory.md"
 
 
 async def keep(store: Store, *texts: str, thread_id: int = 1) -> None:

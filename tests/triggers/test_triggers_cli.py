@@ -12,7 +12,7 @@ from pizzamail.cli import cli
 from pizzamail.home import Home
 from pizzamail.intake.tasks import submit_text
 from pizzamail.store import Store
-from pizzamail.store.blobs import BlobStore
+from pizzamail.store.blobs import FileBlobs
 
 CONFIG = """
 [hooks.github]
@@ -58,7 +58,7 @@ async def test_a_senders_last_task_and_its_run_are_shown(tmp_path: Path) -> None
     home = Home(root=tmp_path)
     home.create_dirs()
     async with Store(path=home.database) as store:
-        stored = await submit_text(store, BlobStore(root=home.blobs), "nightly report",
+        stored = await submit_text(store, FileBlobs(root=home.blobs), "nightly report",
                                    sender="cron@localhost", agent="bot@pizzamail.localhost",
                                    domain="pizzamail.localhost")
     shown = await asyncio.to_thread(run, tmp_path, "triggers", "--json")

@@ -52,7 +52,7 @@ def parsed(raw: bytes) -> EmailMessage:
 
 async def stored_task_mail(store: Store, blobs: BlobStore) -> EmailMessage:
     [row] = await store.fetchall("SELECT blob FROM messages WHERE kind = 'task'")
-    return parsed(blobs.get(row["blob"]))
+    return parsed(await blobs.load(row["blob"]))
 
 
 # -- through a real remote ------------------------------------------------------------------------
@@ -91,7 +91,7 @@ async def test_read_attachment_reads_the_carried_csv_and_the_original_as_text(
         await remote.mailbox.deliver(await remote.folder(), original)
         await w.until_tasks(1)
     [row] = await store.fetchall("SELECT blob, subject FROM messages WHERE kind = 'task'")
-    found = attachments_of(parse_mail(blobs.get(row["blob"])), subject=row["subject"], start=1)
+    found = attachments_of(parse_mail(await blobs.load(row["blob"])), subject=row["subject"], start=1)
     assert [(a.index, a.filename, a.content_type) for a in found] == [
         (1, ORIGINAL, "message/rfc822"), (2, "report.csv", "text/csv")]
     eml, csv = found
@@ -206,7 +206,7 @@ async def test_schedule_and_hook_task_mails_stay_one_text_part(store: Store, blo
     async with store.write() as db:
         posted = await post_task(db, blobs, trigger_mail(), thread_id=None)
     [row] = await store.fetchall("SELECT blob, body FROM messages WHERE message_id = ?", (posted.message_id,))
-    stored = parsed(blobs.get(row["blob"]))
+    stored = parsed(await blobs.load(row["blob"]))
     assert not stored.is_multipart() and stored.get_content_type() == "text/plain"
     assert content(stored) == row["body"] + "\n" == "Summarise yesterday.\n"
 
@@ -219,7 +219,7 @@ async def test_attached_files_follow_the_text_part(store: Store, blobs: BlobStor
     async with store.write() as db:
         posted = await post_task(db, blobs, trigger_mail(attachments=files), thread_id=None)
     [row] = await store.fetchall("SELECT blob, body FROM messages WHERE message_id = ?", (posted.message_id,))
-    stored = parsed(blobs.get(row["blob"]))
+    stored = parsed(await blobs.load(row["blob"]))
     first, *rest = stored.iter_parts()
     assert first.get_content_type() == "text/plain" and content(first) == row["body"] + "\n"
     assert [(p.get_filename(), p.get_content_type()) for p in rest] == [
@@ -237,4 +237,4 @@ async def test_a_watched_mail_950_levels_deep_becomes_a_task(store: Store, blobs
     async with store.write() as db:
         posted = await post_task(db, blobs, trigger_mail(attachments=found.files), thread_id=None)
     [row] = await store.fetchall("SELECT blob FROM messages WHERE message_id = ?", (posted.message_id,))
-    assert b"part text zqwatch" in blobs.get(row["blob"])
+    assert b"part text zqwatch" in await blobs.load(row["blob"])

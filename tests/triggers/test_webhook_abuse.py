@@ -24,7 +24,7 @@ from pizzamail.config import Config, parse_config
 from pizzamail.home import Home
 from pizzamail.secrets import secret_store
 from pizzamail.store import Store
-from pizzamail.store.blobs import BlobStore
+from pizzamail.store.blobs import FileBlobs
 from pizzamail.store.threads import thread_messages
 from pizzamail.web import Hooks, create_app, start_http_server
 
@@ -58,7 +58,7 @@ class Site:
     async def start(self) -> Site:
         self._stack = AsyncExitStack()
         self.store = await self._stack.enter_async_context(Store(path=self.home.database))
-        hooks = Hooks(store=self.store, blobs=BlobStore(root=self.home.blobs), config=self.config,
+        hooks = Hooks(store=self.store, blobs=FileBlobs(root=self.home.blobs), config=self.config,
                       secrets=secret_store(self.home))
         server = await start_http_server(create_app(hooks), host="127.0.0.1", port=0)
         self._stack.push_async_callback(server.close)

@@ -1,0 +1,44 @@
+"""One blob interface on both engines: files for SQLite homes, the ``blobs`` table for PostgreSQL."""
+
+from __future__ import annotations
+
+import pytest
+
+from pizzamail.home import Home
+from pizzamail.store import Store
+from pizzamail.store.blobs import BlobStore, FileBlobs, StoredBlobs, digest_of
+from pizzamail.store.location import blobs_for
+
+
+async def test_each_engine_keeps_blobs_where_every_process_of_it_reaches_them(
+    home: Home, store: Store, blobs: BlobStore
+) -> None:
+    expected = StoredBlobs if store.dialect == "postgresql" else FileBlobs
+    assert isinstance(blobs, expected)
+    saved = await blobs.save(b"Subject: hi\r\n\r\nhello\r\n")
+    assert (saved.digest, saved.size) == (digest_of(b"Subject: hi\r\n\r\nhello\r\n"), 22)
+    async with store.twin() as other:  # another process, maybe on another machine
+        assert await blobs_for(home, other).load(saved.digest) == b"Subject: hi\r\n\r\nhello\r\n"
+
+
+async def test_the_same_bytes_are_one_blob(store: Store, blobs: BlobStore) -> None:
+    first, again = await blobs.save(b"same"), await blobs.save(b"same")
+    assert first == again and await blobs.load(first.digest) == b"same"
+    if store.dialect == "postgresql":
+        assert await store.fetchall("SELECT digest FROM blobs") == [(first.digest,)]
+
+
+async def test_a_blob_never_saved_is_not_found(blobs: BlobStore) -> None:
+    with pytest.raises(FileNotFoundError):
+        await blobs.load(digest_of(b"never saved"))
+
+
+async def test_a_blob_saved_inside_a_write_is_committed_before_the_row_that_names_it(
+    home: Home, store: Store, blobs: BlobStore
+) -> None:
+    """Mail is often written in the transaction that also builds it: the blob must not wait for that
+    transaction (nor deadlock on its lock), and must be there for anyone who sees the row."""
+    async with store.twin() as other, store.write() as db:
+        await db.execute("SELECT 1")
+        saved = await blobs.save(b"raw mail")
+        assert await blobs_for(home, other).load(saved.digest) == b"raw mail"
