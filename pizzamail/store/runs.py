@@ -23,7 +23,8 @@ class Run:
     message_id: int | None
     status: str
     attempts: int
-    """times a worker started on it (a clean stop gives its start back); see ``crashes`` for the limit"""
+    """times a worker started on it (a clean stop, a crash or a dead worker gives its start back);
+    see ``crashes`` for the limit"""
     model: str | None
     error: str | None
     created_at: str
