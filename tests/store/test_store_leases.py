@@ -5,15 +5,27 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Awaitable, Callable, Generator, Iterable
 from contextlib import AsyncExitStack
+from dataclasses import dataclass, field
+from typing import Any
 
 import pytest
 
 from pizzamail.errors import LeaseLost
-from pizzamail.store import Store
+from pizzamail.store import Store, Tx
 from pizzamail.store.events import CommitEvent, RunChanged, RunQueued
 from pizzamail.store.leases import claim_next, leases_lost, reclaim_expired, renew_leases
-from pizzamail.store.runs import add_step, create_run, finish_run, get_run, steps_of, working_as
+from pizzamail.store.runs import (
+    Run,
+    add_step,
+    create_run,
+    finish_run,
+    get_run,
+    request_stop,
+    steps_of,
+    working_as,
+)
 from pizzamail.store.threads import NewMessage, add_message, create_thread
 
 TIMEOUT = 10.0
@@ -129,3 +141,58 @@ async def test_a_worker_that_lost_its_run_can_neither_checkpoint_nor_finish_it(s
             await finish_run(db, taken, status="done")
     assert [s.data for s in await steps_of(store, run_id)] == [{"text": "fast's step"}]
     assert (await get_run(store, run_id)).status == "done"
+
+
+@dataclass(eq=False)
+class ClaimBefore:
+    """An open transaction whose statement matching ``marker`` waits, before it runs, for a claim
+    by another process: what a claim committing between two statements of a writer does."""
+
+    db: Tx
+    marker: str
+    claim: Callable[[], Awaitable[Run | None]]
+    claimed: list[Run | None] = field(default_factory=list)
+
+    def execute(self, sql: str, parameters: Iterable[Any] | None = None, /) -> Any:
+        return _After(self._claim(sql), lambda: self.db.execute(sql, parameters))
+
+    async def _claim(self, sql: str) -> None:
+        if self.marker in sql and not self.claimed:
+            self.claimed.append(await asyncio.wait_for(self.claim(), TIMEOUT))
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.db, name)
+
+
+@dataclass
+class _After:
+    first: Awaitable[None]
+    statement: Callable[[], Any]
+
+    def __await__(self) -> Generator[Any, None, Any]:
+        return self._run().__await__()
+
+    async def _run(self) -> Any:
+        await self.first
+        return await self.statement()
+
+    async def __aenter__(self) -> Any:
+        return await self._run()
+
+    async def __aexit__(self, *exc: object) -> None:
+        return None
+
+
+@pytest.mark.parametrize("store_backend", ["postgresql"])
+async def test_a_stop_ends_a_follow_up_that_a_claim_tried_to_start_meanwhile(store: Store) -> None:
+    [waiting] = await queue_runs(store, 1)
+    thread = (await get_run(store, waiting)).thread_id
+    async with store.write() as db:  # the thread's run waits for a decision; a follow-up is queued
+        await db.execute("UPDATE runs SET status = 'waiting' WHERE id = ?", (waiting,))
+        follow_up = await create_run(db, thread, None)
+    async with store.twin() as other, store.write() as db:
+        between = ClaimBefore(db=db, marker="stopped before it started",
+                              claim=lambda: claim_next(other, exclude_threads=set(), worker="w"))
+        await request_stop(between, thread, by="cli")
+    assert between.claimed == [None]  # the follow-up's row was locked: the claim skipped it
+    assert (await get_run(store, follow_up)).status == "stopped"
