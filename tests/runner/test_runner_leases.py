@@ -9,14 +9,16 @@ import time
 from collections.abc import Iterator
 from contextlib import AsyncExitStack
 from dataclasses import replace
+from typing import Any
 
 import pytest
 
 from pizzamail.config import RunnerSettings, StoreSettings
-from pizzamail.runner import Runner
-from pizzamail.store.events import RunChanged
+from pizzamail.runner import Runner, pool
+from pizzamail.store import Store
+from pizzamail.store.events import RunChanged, StopRequested
 from pizzamail.store.leases import claim_next, reclaim_expired
-from pizzamail.store.runs import get_run, steps_of
+from pizzamail.store.runs import Run, ask_stop, get_run, steps_of
 from pizzamail.store.threads import thread_messages
 from tests.fakes.openai_server import FakeOpenAI, gated, text
 from tests.runner.conftest import TIMEOUT, Harness, bot_mails
@@ -151,3 +153,28 @@ async def test_a_run_queued_by_another_process_wakes_an_idle_runner_without_poll
         assert await asyncio.wait_for(runner.wait_for(first), TIMEOUT) == "done"  # the start's own look
         second = await replace(harness, store=elsewhere).task("queued elsewhere", subject="B")
         assert await asyncio.wait_for(runner.wait_for(second), TIMEOUT) == "done"  # RunQueued by NOTIFY
+
+
+async def test_a_stop_heard_between_the_claim_and_the_start_of_the_run_is_not_missed(
+    harness: Harness, fake_openai: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake_openai.script([text("should not be asked")])
+    heard = asyncio.Event()
+    harness.store.events.subscribe(StopRequested, lambda _: heard.set())
+    async with harness.store.twin() as elsewhere:
+        # PostgreSQL: another process asks, its StopRequested comes by NOTIFY; SQLite: this one asks
+        asker = elsewhere if harness.store.dialect == "postgresql" else harness.store
+
+        async def claim_then_stop(store: Store, **options: Any) -> Run | None:
+            run = await claim_next(store, **options)
+            if run is not None:  # committed, not yet working here: halt() does not know the run
+                async with asker.write() as db:
+                    await ask_stop(db, run.thread_id, by="cli")
+                await asyncio.wait_for(heard.wait(), TIMEOUT)
+            return run
+
+        monkeypatch.setattr(pool, "claim_next", claim_then_stop)
+        run_id = await harness.task("Plan it")
+        async with harness.running() as runner:
+            assert await asyncio.wait_for(runner.wait_for(run_id), TIMEOUT) == "stopped"
+    assert fake_openai.requests == []
