@@ -166,12 +166,15 @@ async def set_schedule_thread(
     )
 
 
-async def running_occurrences(store: Store) -> list[Interrupted]:
-    """Occurrences whose run is marked running (before the runner starts: cut off by a crash)."""
+async def running_occurrences(store: Store, *, expired_by: int | None = None) -> list[Interrupted]:
+    """Occurrences whose run is marked running: before this home's one runner starts, all of them
+    were cut off by a crash; with ``expired_by`` (epoch seconds; workers share the store) only
+    those whose lease ran out by then, as the others' workers are alive."""
+    expired = "" if expired_by is None else " AND (r.lease_until IS NULL OR r.lease_until < ?)"
     rows = await store.fetchall(
         "SELECT o.run_id, o.due_at, s.name, s.thread_id FROM occurrences o JOIN schedules s"
-        " ON s.id = o.schedule_id JOIN runs r ON r.id = o.run_id WHERE r.status = 'running'"
-    )
+        f" ON s.id = o.schedule_id JOIN runs r ON r.id = o.run_id WHERE r.status = 'running'{expired}",
+        () if expired_by is None else (expired_by,))
     return [Interrupted(run_id=int(r["run_id"]), due_at=str(r["due_at"]), schedule=str(r["name"]),
                         thread_id=int(r["thread_id"])) for r in rows]
 

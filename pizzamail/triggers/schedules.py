@@ -12,6 +12,7 @@ have happened): :func:`report_interrupted` fails that run and says so in the sch
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo
@@ -36,6 +37,7 @@ from pizzamail.store.schedules import (
     set_schedule_thread,
 )
 from pizzamail.store.schedules import save_schedule as save_new
+from pizzamail.store.sql import SQLITE
 from pizzamail.store.threads import log_event
 from pizzamail.triggers.post import Posted, TriggerMail, post_notice, post_task
 from pizzamail.when.cron import GRACE_SECONDS, from_text, next_after, to_text
@@ -161,7 +163,10 @@ async def report_interrupted(store: Store, blobs: BlobStore, config: Config) -> 
     An occurrence interrupted before any tool ran resumes like every run (nothing happened yet).
     """
     reported = []
-    for occurrence in await running_occurrences(store):
+    # with PostgreSQL, workers elsewhere may be running schedule runs right now: only a lease that
+    # ran out means a crash
+    expired_by = None if store.dialect == SQLITE else int(time.time())
+    for occurrence in await running_occurrences(store, expired_by=expired_by):
         if await _acted(store, occurrence.run_id):
             await _report(store, blobs, config, occurrence)
             reported.append(occurrence.run_id)

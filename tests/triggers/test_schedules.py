@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -92,6 +93,24 @@ async def test_interrupted_after_a_tool_call_is_reported_not_replayed(store: Sto
     assert notice.kind == "notice" and "not run again" in notice.body
     [schedule] = await list_schedules(store)
     assert schedule.last_outcome is not None and schedule.last_outcome.startswith("interrupted")
+
+
+async def test_a_schedule_run_a_live_worker_holds_is_not_reported_as_interrupted(
+    store: Store, blobs: BlobStore
+) -> None:
+    """With PostgreSQL a serve that starts while workers elsewhere run schedule runs leaves those
+    alone (their leases are alive); with SQLite this home's one runner is not running yet, so every
+    running run was cut off."""
+    await save_schedule(store, "news", daily(), source="cli", at=T0, agent_tz="")
+    [firing] = await fire_due(store, blobs, CONFIG, at=T0 + timedelta(hours=1))
+    run_id = firing.run_id or 0
+    async with store.write() as db:
+        await db.execute("UPDATE runs SET status = 'running', lease_owner = 'elsewhere', lease_until = ?"
+                         " WHERE id = ?", (int(time.time()) + 3600, run_id))
+        await add_step(db, run_id, 1, "model", {"text": "", "tool_calls": [{"id": "c1", "name": "x"}]})
+    reported = await report_interrupted(store, blobs, CONFIG)
+    assert reported == ([run_id] if store.dialect == "sqlite" else [])
+    assert (await get_run(store, run_id)).status == ("failed" if store.dialect == "sqlite" else "running")
 
 
 async def test_interrupted_before_any_tool_resumes(store: Store, blobs: BlobStore) -> None:
