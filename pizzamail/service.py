@@ -48,7 +48,7 @@ from pizzamail.secrets import SecretStore
 from pizzamail.skills.tools import SkillSource
 from pizzamail.store import Store
 from pizzamail.store.blobs import BlobStore
-from pizzamail.store.events import ActionDecided, Follow, MessageAdded
+from pizzamail.store.events import ActionDecided, Follow, MessageAdded, RunChanged
 from pizzamail.store.location import store_for
 from pizzamail.tools import ToolRegistry
 from pizzamail.tools.builtins import Builtins
@@ -164,13 +164,13 @@ class Service:
             log.info("demo data: %d thread(s) added", await add_demo_data(store, blobs, self.config))
             await filer.run()
         composer = Composer(config=self.config)
-        hub = McpHub(settings=self.config.mcp, secrets=self.secrets, log_dir=self.home.logs,
-                     cwd=self.home.root, rules=self.config.tools.policy)
+        hub = mcp_hub(self.home, self.config, self.secrets)
         approvals = Approvals(store=store, blobs=blobs, mailbox=mailbox, config=self.config,
                               composer=composer, file_mail=filer.run, secrets=self.secrets)
+        tools = agent_tools(self.home, self.config, store, blobs, composer, hub)
         runner = Runner(
             store=store, mailbox=mailbox, blobs=blobs, config=self.config, secrets=self.secrets,
-            filer=filer, composer=composer, tools=self._tools(store, blobs, composer, hub),
+            filer=filer, composer=composer, tools=tools,
             workspaces=self.home.root / "workspaces", approvals=approvals,
         )
         # before IMAP serves: a request copy a crash left unrecorded is recorded before the user
@@ -184,6 +184,9 @@ class Service:
             Follow(events=store.events, kinds=(MessageAdded,), work=filer.run, name="filing"),
             Follow(events=store.events, kinds=(ActionDecided,), work=approvals.sync,
                    name="the Action folder's sync"),
+            # a request a worker committed: in Action at once (serve's own runner syncs it itself)
+            Follow(events=store.events, kinds=(RunChanged,), work=approvals.sync, name="requests to Action",
+                   only=lambda event: event.status == "waiting"),
             # one status mail per run in Activity; reconciled before the runner resumes runs
             LiveBoard(board=Board(store=store, mailbox=mailbox, blobs=blobs, composer=composer,
                                   config=self.config, file_mail=filer.run), events=store.events),
@@ -211,19 +214,6 @@ class Service:
                                password=mailbox_password(self.secrets))
         return await stack.enter_async_context(await remote.open())
 
-    def _tools(self, store: Store, blobs: BlobStore, composer: Composer, hub: McpHub) -> ToolRegistry:
-        """Built-ins, skills, then MCP servers."""
-        config = self.config
-        tools = ToolRegistry(rules=config.tools.policy, max_result_chars=config.tools.max_result_chars)
-        tools.add_source(Builtins(
-            store=store, blobs=blobs, composer=composer, sender=config.agent.address,
-            memory_file=self.home.root / "memory.md", max_file_bytes=config.tools.max_file_bytes,
-        ))
-        if config.skills.enabled:
-            tools.add_source(SkillSource(home_skills=self.home.skills, paths=config.skills.paths))
-        tools.add_source(hub)
-        return tools
-
     def _intake(self, store: Store, blobs: BlobStore, approvals: Approvals) -> IntakeHandler:
         for name in without_password(self.config, self.secrets):
             log.warning("sender %s has no password and cannot log in; run `%s`", name, password_command(name))
@@ -241,6 +231,26 @@ class Service:
         state = {"pid": os.getpid(), "host": listening.host, "smtp_port": listening.smtp,
                  "imap_port": listening.imap, "imaps_port": listening.imaps, "http_port": listening.http}
         write_private(self.home.state_file, json.dumps(state).encode())
+
+
+def mcp_hub(home: Home, config: Config, secrets: SecretStore) -> McpHub:
+    """The MCP servers of ``[mcp]``, not yet started (a part of the lifecycle)."""
+    return McpHub(settings=config.mcp, secrets=secrets, log_dir=home.logs, cwd=home.root,
+                  rules=config.tools.policy)
+
+
+def agent_tools(home: Home, config: Config, store: Store, blobs: BlobStore, composer: Composer,
+                hub: McpHub) -> ToolRegistry:
+    """What a runner offers its agents: built-ins, skills, then MCP servers."""
+    tools = ToolRegistry(rules=config.tools.policy, max_result_chars=config.tools.max_result_chars)
+    tools.add_source(Builtins(
+        store=store, blobs=blobs, composer=composer, sender=config.agent.address,
+        memory_file=home.root / "memory.md", max_file_bytes=config.tools.max_file_bytes,
+    ))
+    if config.skills.enabled:
+        tools.add_source(SkillSource(home_skills=home.skills, paths=config.skills.paths))
+    tools.add_source(hub)
+    return tools
 
 
 @dataclass(frozen=True, kw_only=True)
