@@ -22,7 +22,7 @@ import os
 import socket
 import ssl
 from collections.abc import Callable
-from contextlib import AsyncExitStack
+from contextlib import AbstractAsyncContextManager, AsyncExitStack
 from dataclasses import dataclass, field
 
 from pizzamail.activity.board import Board
@@ -180,13 +180,8 @@ class Service:
                            intake=self._intake(store, blobs, approvals)) if local is not None else None
         servers = Servers(config=self.config, tls=self.tls, sockets=sockets, gate=self._gate, local=served,
                           hooks=Hooks(store=store, blobs=blobs, config=self.config, secrets=self.secrets))
-        for part in (
-            Follow(events=store.events, kinds=(MessageAdded,), work=filer.run, name="filing"),
-            Follow(events=store.events, kinds=(ActionDecided,), work=approvals.sync,
-                   name="the Action folder's sync"),
-            # a request a worker committed: in Action at once (serve's own runner syncs it itself)
-            Follow(events=store.events, kinds=(RunChanged,), work=approvals.sync, name="requests to Action",
-                   only=lambda event: event.status == "waiting"),
+        parts: tuple[AbstractAsyncContextManager[object], ...] = (
+            *mail_follows(store, filer, approvals),
             # one status mail per run in Activity; reconciled before the runner resumes runs
             LiveBoard(board=Board(store=store, mailbox=mailbox, blobs=blobs, composer=composer,
                                   config=self.config, file_mail=filer.run), events=store.events),
@@ -197,7 +192,8 @@ class Service:
             servers,
             # remote mailboxes: stopped (logged out) before anything above
             Watchers(store=store, blobs=blobs, config=self.config, secrets=self.secrets),
-        ):
+        )
+        for part in parts:
             await stack.enter_async_context(part)
         if not self.local:  # the user's INBOX, read the way SMTP intake takes mail; stopped first
             await stack.enter_async_context(inbox_reader(self.config, store=store, blobs=blobs,
@@ -231,6 +227,19 @@ class Service:
         state = {"pid": os.getpid(), "host": listening.host, "smtp_port": listening.smtp,
                  "imap_port": listening.imap, "imaps_port": listening.imaps, "http_port": listening.http}
         write_private(self.home.state_file, json.dumps(state).encode())
+
+
+def mail_follows(store: Store, filer: Filer, approvals: Approvals) -> tuple[Follow, ...]:
+    """The mailbox kept up with the commits of this process and (PostgreSQL) of any other, such as a
+    ``pizzamail worker``: new mail filed, ``Action`` = the waiting requests (a decision takes one
+    out; a run put ``waiting`` brings one in, at once: a worker has no mailbox to sync)."""
+    return (
+        Follow(events=store.events, kinds=(MessageAdded,), work=filer.run, name="filing"),
+        Follow(events=store.events, kinds=(ActionDecided,), work=approvals.sync,
+               name="the Action folder's sync"),
+        Follow(events=store.events, kinds=(RunChanged,), work=approvals.sync, name="requests to Action",
+               only=lambda event: event.status == "waiting"),
+    )
 
 
 def mcp_hub(home: Home, config: Config, secrets: SecretStore) -> McpHub:
