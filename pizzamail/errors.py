@@ -309,6 +309,15 @@ class RunError(PizzamailError):
     """A run cannot continue (for example it reached its step limit)."""
 
 
+class LeaseLost(PizzamailError):
+    """This worker no longer holds the run (its lease ran out and another worker took it over, or it
+    was requeued): it must not checkpoint or finish it. Raised inside the write, so it rolls back."""
+
+    def __init__(self, run_id: int) -> None:
+        super().__init__(f"run {run_id} is no longer this worker's: another worker took it over")
+        self.run_id = run_id
+
+
 class ToolError(PizzamailError):
     """A tool source cannot be used: an MCP server failed to start, a skill is invalid.
 

@@ -21,8 +21,9 @@ from pizzamail.store import Store
 from pizzamail.store.activity import BoardRun, board_runs
 from pizzamail.store.blobs import BlobStore
 from pizzamail.store.events import RunChanged
+from pizzamail.store.leases import claim_next
 from pizzamail.store.mailwriter import add_mail, add_task
-from pizzamail.store.runs import Run, add_step, claim_next, finish_run, get_run
+from pizzamail.store.runs import Run, add_step, finish_run, get_run
 from pizzamail.store.threads import NewMessage
 
 START = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)

@@ -24,7 +24,7 @@ from typing import Any
 from pizzamail.approvals.service import DRAFTS_FOLDER, Approvals, Waiting, draft_message
 from pizzamail.composer import Composed, Composer, MailContext
 from pizzamail.config import Agent, Config
-from pizzamail.errors import PizzamailError, ProviderNotConfigured, RunError
+from pizzamail.errors import LeaseLost, PizzamailError, ProviderNotConfigured, RunError
 from pizzamail.logs import in_run
 from pizzamail.mailbox.filing import Filer
 from pizzamail.mailbox.writing import MailFolders
@@ -35,26 +35,28 @@ from pizzamail.runner.history import RunContext, history, load_context
 from pizzamail.runner.limits import Limits, run_notes, usage_of
 from pizzamail.runner.loop import Delegating, drive
 from pizzamail.runner.outcome import conclude
-from pizzamail.runner.stops import StopWatch
+from pizzamail.runner.stops import Heartbeat, StopWatch
 from pizzamail.runner.workspace import attachments, workspace_for
 from pizzamail.secrets import SecretStore
 from pizzamail.store import Store
 from pizzamail.store.actions import HeldAction
 from pizzamail.store.blobs import BlobStore
 from pizzamail.store.events import RunQueued, StopRequested
+from pizzamail.store.leases import claim_next, new_worker_id, reclaim_expired
 from pizzamail.store.mailwriter import message_row
 from pizzamail.store.memory import relevant_notes
 from pizzamail.store.runs import (
     Run,
     add_step,
-    claim_next,
     get_run,
     release_runs,
     requeue_interrupted,
     steps_of,
     stop_descendants,
     stopped_by,
+    working_as,
 )
+from pizzamail.store.sql import SQLITE
 from pizzamail.store.threads import NewMessage
 from pizzamail.tools import RunScope, Toolbox, ToolRegistry
 from pizzamail.tools.outputs import load_steps
@@ -103,6 +105,8 @@ class Runner:
     approvals: Approvals | None = None
     """holds gated calls and releases decided ones; default: one over this runner's store, mailbox,
     composer and filer (the service passes the one its intake and sweep share)"""
+    worker: str = field(default_factory=new_worker_id)
+    """who holds this runner's runs (``host:pid:random``, see :mod:`pizzamail.store.leases`)"""
     _tasks: list[asyncio.Task[None]] = field(default_factory=list, init=False)
     _stopping: bool = field(default=False, init=False)
     _cancellable: set[asyncio.Task[Any]] = field(default_factory=set, init=False)
@@ -111,6 +115,8 @@ class Runner:
     _busy: dict[int, int] = field(default_factory=dict, init=False)  # run id -> thread id
     _working: dict[int, asyncio.Task[Any]] = field(default_factory=dict, init=False)  # run id -> its worker
     _halting: set[int] = field(default_factory=set, init=False)  # runs asked to stop
+    _lost: set[int] = field(default_factory=set, init=False)  # runs another worker took over
+    _heartbeat: Heartbeat | None = field(default=None, init=False, repr=False)
     _watch: StopWatch | None = field(default=None, init=False, repr=False)
     _alone: int | None = field(default=None, init=False)  # a run a crash cut off: nothing runs beside it
     _claiming: asyncio.Lock = field(default_factory=asyncio.Lock, init=False)
@@ -148,18 +154,28 @@ class Runner:
     # -- lifecycle ---------------------------------------------------------------------------
 
     async def start(self) -> None:
-        requeued = await requeue_interrupted(self.store)
+        """Requeue the runs a crash left ``running`` and start the workers. On SQLite (one runner per
+        home) every such run was this home's runner's; on PostgreSQL only runs whose lease ran out
+        are, the others are held by live workers elsewhere."""
+        if self.store.dialect == SQLITE:
+            requeued = await requeue_interrupted(self.store)
+        else:
+            requeued = await reclaim_expired(self.store)
         if requeued:
             log.info("resuming %d interrupted run(s): %s", len(requeued), requeued)
         self._stopping = False
         self._unsubscribe = [self.store.events.subscribe(RunQueued, lambda _: self.wake()),
                              self.store.events.subscribe(StopRequested, lambda e: self.halt(e.run))]
-        self._watch = await StopWatch(store=self.store, working=lambda: list(self._working),
-                                      halt=self.halt).__aenter__()
+        if self.store.dialect == SQLITE:  # PostgreSQL brings other processes' StopRequested by NOTIFY
+            self._watch = await StopWatch(store=self.store, working=lambda: list(self._working),
+                                          halt=self.halt).__aenter__()
         self._kick.set()  # look at the queue at once
         self._tasks = [asyncio.create_task(self._worker(), name=f"pizzamail-runner-{n}")
                        for n in range(self.config.runner.concurrency)]
-        log.info("runner started with %d worker(s)", len(self._tasks))
+        self._heartbeat = await Heartbeat(store=self.store, worker=self.worker,
+                                          lease_seconds=self.config.store.lease_seconds,
+                                          working=lambda: list(self._working), drop=self._drop).__aenter__()
+        log.info("runner started with %d worker(s) as %s", len(self._tasks), self.worker)
 
     async def stop(self) -> None:
         """Stop the workers and wait for them; runs in flight go back to the queue.
@@ -177,11 +193,14 @@ class Runner:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         self._tasks = []
+        if self._heartbeat is not None:
+            await self._heartbeat.__aexit__(None, None, None)
+            self._heartbeat = None
         if self._watch is not None:
             await self._watch.__aexit__(None, None, None)
             self._watch = None
         interrupted, self._interrupted = self._interrupted, []
-        await release_runs(self.store, interrupted)
+        await release_runs(self.store, interrupted, worker=self.worker)
         if interrupted:
             log.info("runner stopped; run(s) %s will resume at the next start", interrupted)
 
@@ -213,6 +232,18 @@ class Runner:
         if task in self._cancellable:
             task.cancel()
 
+    def _drop(self, run_id: int) -> None:
+        """Another worker holds ``run_id`` now: stop working on it here without a step or a mail (at
+        once when it waits on the model or a tool, else at its next call; its writes are refused
+        meanwhile, see :func:`~pizzamail.store.runs.fence`)."""
+        task = self._working.get(run_id)
+        if task is None or run_id in self._lost:
+            return
+        self._lost.add(run_id)
+        log.warning("run %d: another worker took it over (this one's lease ran out); dropped here", run_id)
+        if task in self._cancellable:
+            task.cancel()
+
     def forget(self, run_id: int) -> None:
         """Forget a finished run's outcome: a waiting run resumed by a decision finishes again."""
         self._outcomes.pop(run_id, None)
@@ -234,6 +265,10 @@ class Runner:
             self._kick.set()  # there may be more queued: let another idle worker look too
             try:
                 status = await in_run(run.id, run.thread_id, self._run(run))
+            except LeaseLost:
+                log.warning("run %d: another worker took it over (this one's lease ran out); its"
+                            " step or mail from here is dropped", run.id)
+                status = "lost"
             except Exception:  # e.g. the database failed while recording the end: keep the worker
                 log.exception("run %d could not be finished; it resumes at the next start", run.id)
                 status = "interrupted"
@@ -241,6 +276,7 @@ class Runner:
                 self._busy.pop(run.id, None)
                 self._working.pop(run.id, None)
                 self._halting.discard(run.id)
+                self._lost.discard(run.id)
                 self._not_alone(run.id)
             self._record_outcome(run.id, status)
 
@@ -253,17 +289,28 @@ class Runner:
         if self._watch is not None:
             self._watch.run_started()
         try:
-            if run.stop_requested:
-                return await self._stopped(run, run.stop_requested)
-            await self._file_task()
-            return await self.work(run)
+            with working_as(self.worker):
+                return await self._work(run)
         except asyncio.CancelledError:
+            if run.id in self._lost and not self._stopping:
+                if task.cancelling():
+                    task.uncancel()
+                return "lost"
             if self._stopping or run.id not in self._halting:
                 self._interrupted.append(run.id)
                 raise
             if task.cancelling():
                 task.uncancel()  # this cancel was the run's stop, not the worker's
-        return await self._stopped(run, await stopped_by(self.store, run.id))
+        with working_as(self.worker):
+            return await self._stopped(run, await stopped_by(self.store, run.id))
+
+    async def _work(self, run: Run) -> str:
+        # a stop asked since the claim, whose event came before the run was in ``_working``
+        by = run.stop_requested or await stopped_by(self.store, run.id)
+        if by:
+            return await self._stopped(run, by)
+        await self._file_task()
+        return await self.work(run)
 
     async def _stopped(self, run: Run, by: str) -> str:
         log.info("run %d: ending it, as %s asked", run.id, by)
@@ -286,7 +333,7 @@ class Runner:
         """The only stretch in which ``stop()`` cancels a worker: a model or tool call."""
         task = asyncio.current_task()
         assert task is not None
-        if self._stopping or any(self._working.get(r) is task for r in self._halting):
+        if self._stopping or any(self._working.get(r) is task for r in self._halting | self._lost):
             raise asyncio.CancelledError
         self._cancellable.add(task)
         try:
@@ -303,7 +350,8 @@ class Runner:
                 return None
             try:
                 run = await claim_next(self.store, exclude_threads=set(self._busy.values()),
-                                       busy=bool(self._busy))
+                                       busy=bool(self._busy), worker=self.worker,
+                                       lease_seconds=self.config.store.lease_seconds)
             except Exception:  # the database may be busy or broken: keep the worker, try again later
                 log.exception("could not look for queued runs")
                 return None
@@ -379,6 +427,8 @@ class Runner:
                 raise RunError(f"the model finished without an answer ({outcome.finish_reason})")
             reply = self._mails.reply(mail_ctx, outcome.text, notes=notes, files=attachments(scope.workspace),
                                       footer=usage_of(transcript.steps).footer())
+        except LeaseLost:
+            raise  # not this run's failure: another worker has it now
         except ProviderNotConfigured as exc:
             log.warning("run %d: no model configured: %s", run.id, exc.message)
             mail = self._mails.notice(ctx.mail(run), exc)

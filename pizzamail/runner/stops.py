@@ -1,10 +1,13 @@
-"""Stops asked for by another process (``pizzamail stop``), noticed within a second.
+"""The runner's two watchers: stops asked by another process, and the leases of its runs.
 
-A stop asked in this process (a reply through intake) arrives as a :class:`StopRequested` commit
-event. Another process's commit publishes nothing here, so while runs are working one task reads the
-store's data version every ``interval`` (one cheap read however many runs work, the read the
-scheduler makes too) and looks up the working runs' stop requests only when it moved. With no run
-working it reads nothing: it waits until one starts.
+:class:`StopWatch` (SQLite): a stop asked in this process (a reply through intake) arrives as a
+:class:`StopRequested` commit event; another process's commit (``pizzamail stop``) publishes nothing
+here, so while runs are working one task reads the store's data version every ``interval`` (one
+cheap read however many runs work, the read the scheduler makes too) and looks up the working runs'
+stop requests only when it moved. With no run working it reads nothing: it waits until one starts.
+On PostgreSQL every process's StopRequested arrives by NOTIFY, and no StopWatch is needed.
+
+:class:`Heartbeat` (both engines): keeps this runner's leases (:mod:`pizzamail.store.leases`).
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from pizzamail.store import Store
+from pizzamail.store.leases import leases_lost, reclaim_expired, renew_leases
 from pizzamail.store.runs import stops_requested
 
 log = logging.getLogger("pizzamail.runner")
@@ -69,3 +73,47 @@ class StopWatch:
             for run_id in await stops_requested(self.store, working):
                 self.halt(run_id)
         return version
+
+
+@dataclass(kw_only=True)
+class Heartbeat:
+    """Every third of the lease: renews the leases of this runner's runs, drops the runs another
+    worker took over meanwhile, and requeues runs whose worker stopped renewing (killed, lost), so
+    a live runner takes each over at once. A long-lived part (``async with``) of the runner."""
+
+    store: Store
+    worker: str
+    lease_seconds: float
+    working: Callable[[], list[int]]
+    """the runs working in this runner now"""
+    drop: Callable[[int], None]
+    """stops working on one of them, without a step or a mail"""
+    _task: asyncio.Task[None] | None = field(default=None, init=False)
+
+    async def __aenter__(self) -> Heartbeat:
+        self._task = asyncio.create_task(self._loop(), name="pizzamail-runner-heartbeat")
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+
+    async def beat(self) -> None:
+        await renew_leases(self.store, self.worker, self.lease_seconds)
+        for run_id in await leases_lost(self.store, self.worker, self.working()):
+            self.drop(run_id)
+        requeued = await reclaim_expired(self.store)
+        if requeued:
+            log.warning("run(s) %s went back to the queue: their worker stopped renewing its lease",
+                        requeued)
+
+    async def _loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.lease_seconds / 3)
+            try:
+                await self.beat()
+            except Exception:  # the database may be away for a moment: the next beat tries again
+                log.exception("could not renew the leases of this runner's runs")

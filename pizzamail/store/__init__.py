@@ -11,6 +11,7 @@ with PostgreSQL, other processes' commits arrive there too, by LISTEN/NOTIFY.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator, Awaitable, Generator, Iterable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
@@ -73,7 +74,7 @@ class Backend(Protocol):
 
     async def close(self) -> None: ...
 
-    def transaction(self) -> AbstractAsyncContextManager[Tx]: ...
+    def transaction(self, *, serial: bool = True) -> AbstractAsyncContextManager[Tx]: ...
 
     async def announce(self, tx: Tx, changes: list[CommitEvent]) -> None: ...
 
@@ -137,15 +138,23 @@ class Store:
         return self._backend
 
     @asynccontextmanager
-    async def write(self) -> AsyncIterator[Tx]:
+    async def write(self, *, serial: bool = True) -> AsyncIterator[Tx]:
         """One write transaction: committed on normal exit, rolled back on an exception. The events
         recorded in it are published once it is committed, never for a rollback.
+
+        ``serial=False`` (PostgreSQL only; SQLite has one writer and ignores it): the transaction is
+        not serialised with the others, so it runs beside them. Only for a transaction whose one
+        decision is a single statement guarded by row locks (a run's claim, a lease's renewal): the
+        store's other functions decide in one statement and act in the next, and rely on nothing
+        else writing in between.
 
         Safe under cancellation: a rollback or commit already sent is waited for before the
         cancellation goes on, so the connection is never left mid-transaction.
         """
         backend = self._open_backend()
-        async with self._lock, backend.transaction() as tx:
+        parallel = not serial and backend.dialect != SQLITE
+        async with contextlib.nullcontext() if parallel else self._lock, \
+                backend.transaction(serial=not parallel) as tx:
             with collecting(tx) as changes:
                 try:
                     yield tx

@@ -461,6 +461,15 @@ MIGRATIONS: list[tuple[str, str | dict[str, str]]] = [
         )
         """,
     ),
+    (
+        # the worker that holds a running run, and until when (epoch seconds, renewed by its
+        # heartbeat): a run whose lease ran out is requeued and another worker takes it over
+        "024_run_leases",
+        """
+        ALTER TABLE runs ADD COLUMN lease_owner TEXT;
+        ALTER TABLE runs ADD COLUMN lease_until INTEGER
+        """,
+    ),
 ]
 
 

@@ -190,12 +190,15 @@ class PostgresBackend:
         return self._pool
 
     @asynccontextmanager
-    async def transaction(self) -> AsyncIterator[Tx]:
+    async def transaction(self, *, serial: bool = True) -> AsyncIterator[Tx]:
+        """``serial``: first take the write lock (see the module). Without it the transaction runs
+        beside every other one, guarded by row locks only (``Store.write(serial=False)``)."""
         async with self._open_pool().connection() as conn:
             tx = PgTx(conn)
             await conn.execute("BEGIN")
             try:
-                await conn.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK,))
+                if serial:
+                    await conn.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK,))
             except BaseException:
                 await conn.execute("ROLLBACK")
                 raise

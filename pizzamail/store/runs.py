@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
-from pizzamail.store import Store, Tx, insert, now
+from pizzamail.errors import LeaseLost
+from pizzamail.store import Store, Tx, dialect_of, insert, now
 from pizzamail.store.events import RunChanged, RunQueued, StopRequested, record
+from pizzamail.store.sql import POSTGRESQL
 from pizzamail.store.threads import log_event
 
 
@@ -43,6 +48,10 @@ class Run:
     """the run whose ``delegate`` call started this one (it waits, ``delegating``, until it ends)"""
     depth: int = 0
     """delegations between this run and the one the user started (0: the user's own)"""
+    lease_owner: str | None = None
+    """the worker that holds it while ``running`` (see :mod:`pizzamail.store.leases`)"""
+    lease_until: int | None = None
+    """epoch seconds: past this, with no renewal, another worker may take the run over"""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -72,38 +81,6 @@ async def create_run(
     return run
 
 
-async def claim_next(store: Store, *, exclude_threads: set[int], busy: bool = False) -> Run | None:
-    """Mark the oldest queued run as running and return it.
-
-    Runs of one thread are done in order, one at a time: a thread already being worked on
-    (``exclude_threads``) is skipped, and so is a run whose thread has an older unfinished run.
-    A run a crash cut off (``crashes``) resumes alone, so that if it takes the process down again
-    the blame is its own: such runs come first, but only when the caller is not ``busy`` with
-    other runs (and the caller starts no other run beside it).
-    """
-    crashed = "AND crashes = 0" if busy else ""
-    async with store.write() as db:
-        async with db.execute(
-            f"SELECT * FROM runs r WHERE status = 'queued' {crashed} AND NOT EXISTS (SELECT 1 FROM"
-            " runs o WHERE o.thread_id = r.thread_id AND o.id < r.id AND o.status IN"
-            " ('queued', 'running', 'delegating')) ORDER BY crashes = 0, id"
-        ) as cursor:
-            rows = await cursor.fetchall()
-        row = next((r for r in rows if r["thread_id"] not in exclude_threads), None)
-        if row is None:
-            return None
-        await db.execute(
-            "UPDATE runs SET status = 'running', attempts = attempts + 1, started_at = ?"
-            " WHERE id = ?", (now(), row["id"]),
-        )
-        await db.execute(
-            "UPDATE threads SET status = 'working', updated_at = ? WHERE id = ?",
-            (now(), row["thread_id"]),
-        )
-        record(db, RunChanged(run=int(row["id"]), thread=int(row["thread_id"]), status="running"))
-    return await get_run(store, int(row["id"]))
-
-
 async def thread_sources(store: Store, thread_id: int) -> list[str]:
     """The triggers that posted runs into a thread (``runs.source``), each once."""
     rows = await store.fetchall(
@@ -118,26 +95,69 @@ async def get_run(store: Store, run_id: int) -> Run:
 
 
 async def requeue_interrupted(store: Store) -> list[int]:
-    """Runs left ``running`` by a crash go back to the queue; they resume from their steps.
+    """Every run left ``running`` goes back to the queue (SQLite, one runner per home: at its start
+    they were all cut off by a crash). See :func:`requeue`."""
+    return await requeue(store, "1 = 1", ())
 
-    The crash is not counted as a failed attempt but in ``crashes``, which the run's next
-    checkpoint clears: only a run that crashes the process again and again before getting any
-    further runs out of them.
+
+async def requeue(store: Store, which: str, params: tuple[Any, ...]) -> list[int]:
+    """``running`` runs matching ``which`` (SQL) go back to the queue, and every runner hears it;
+    they resume from their steps.
+
+    Their worker died, or its process crashed: that is not counted as a failed attempt (the start
+    is given back) but in ``crashes``, which the run's next checkpoint clears: only a run that
+    crashes the process again and again before getting any further runs out of them.
     """
     async with store.write() as db:
-        async with db.execute("SELECT id, thread_id FROM runs WHERE status = 'running'") as cursor:
-            rows = [(int(r[0]), int(r[1])) for r in await cursor.fetchall()]
-        await db.execute(
-            "UPDATE runs SET status = 'queued', crashes = crashes + 1 WHERE status = 'running'"
-        )
+        async with db.execute(
+            "UPDATE runs SET status = 'queued', crashes = crashes + 1, lease_owner = NULL,"
+            " lease_until = NULL, attempts = CASE WHEN attempts > 0 THEN attempts - 1 ELSE 0 END"
+            f" WHERE status = 'running' AND ({which}) RETURNING id, thread_id", params,
+        ) as cursor:
+            rows = sorted((int(r[0]), int(r[1])) for r in await cursor.fetchall())
         for run_id, thread_id in rows:
+            await db.execute("UPDATE threads SET status = 'queued', updated_at = ? WHERE id = ?",
+                             (now(), thread_id))
+            record(db, RunQueued(run=run_id, thread=thread_id))
             record(db, RunChanged(run=run_id, thread=thread_id, status="queued"))
     return [run_id for run_id, _ in rows]
+
+
+#: the worker the current task works for (set by the runner around each run, see :func:`working_as`)
+_worker: ContextVar[str | None] = ContextVar("pizzamail_worker", default=None)
+
+
+@contextmanager
+def working_as(worker: str) -> Iterator[None]:
+    """Within: every checkpoint and end of a run is fenced (:func:`fence`) with ``worker``'s lease,
+    whichever part of the runner writes it (its pool, delegation, approvals)."""
+    token = _worker.set(worker)
+    try:
+        yield
+    finally:
+        _worker.reset(token)
+
+
+async def fence(db: Tx, run_id: int) -> None:
+    """Raise :class:`LeaseLost` (rolling the caller's transaction back) when the worker this task
+    works for (:func:`working_as`) no longer holds ``run_id``: another took it over, or it was
+    requeued. Outside a worker (tests, tools, the CLI) nothing is checked.
+
+    Checked inside the caller's serialised transaction, whose later statements can count on it: only
+    a claim (of a ``queued`` run) and a renewal (of its own worker's) change a lease beside it."""
+    worker = _worker.get()
+    if worker is None:
+        return
+    async with db.execute("SELECT 1 FROM runs WHERE id = ? AND status = 'running' AND lease_owner = ?",
+                          (run_id, worker)) as cursor:
+        if await cursor.fetchone() is None:
+            raise LeaseLost(run_id)
 
 
 async def add_step(
     db: Tx, run_id: int, seq: int, kind: str, data: dict[str, Any]
 ) -> None:
+    await fence(db, run_id)
     await db.execute(
         "INSERT INTO steps(run_id, seq, kind, data, created_at) VALUES (?, ?, ?, ?, ?)",
         (run_id, seq, kind, json.dumps(data), now()),
@@ -161,6 +181,7 @@ async def finish_run(
     db: Tx, run: Run, *, status: str, error: str | None = None,
     model: str | None = None,
 ) -> None:
+    await fence(db, run.id)
     await db.execute(
         "UPDATE runs SET status = ?, error = ?, model = coalesce(?, model), finished_at = ?,"
         " crashes = 0 WHERE id = ?", (status, error, model, now(), run.id),
@@ -203,6 +224,7 @@ async def await_children(db: Tx, run: Run) -> str:
     """``waiting``: the run now waits (``delegating``) for its children; ``ready``: every one has
     ended already (it goes on at once); ``stopping``: a stop was asked meanwhile (it ends instead).
     Decided in one transaction with the children's ends and with stop requests."""
+    await fence(db, run.id)
     if await stop_asked(db, run.id):
         return "stopping"
     async with db.execute(f"SELECT 1 FROM runs WHERE parent_run = ? AND status NOT IN {_ENDED_SQL}"
@@ -242,26 +264,25 @@ async def count_queued(store: Store) -> int:
     return int(row[0]) if row else 0
 
 
-async def release_runs(store: Store, run_ids: list[int]) -> None:
-    """Runs interrupted by a clean shutdown go back to the queue without using up an attempt."""
+async def release_runs(store: Store, run_ids: list[int], *, worker: str | None = None) -> None:
+    """Runs interrupted by a clean shutdown go back to the queue without using up an attempt; with a
+    ``worker``, only those it still holds (another may have taken one over meanwhile)."""
     if not run_ids:
         return
     marks = ", ".join("?" * len(run_ids))
+    held = "" if worker is None else "AND lease_owner = ?"
     async with store.write() as db:
-        async with db.execute(f"SELECT id, thread_id FROM runs WHERE status = 'running' AND id IN ({marks})",
-                              run_ids) as cursor:
-            for row in await cursor.fetchall():
-                record(db, RunChanged(run=int(row[0]), thread=int(row[1]), status="queued"))
-        await db.execute(
-            "UPDATE runs SET status = 'queued',"
+        async with db.execute(
+            "UPDATE runs SET status = 'queued', lease_owner = NULL, lease_until = NULL,"
             " attempts = CASE WHEN attempts > 0 THEN attempts - 1 ELSE 0 END"
-            f" WHERE status = 'running' AND id IN ({marks})", run_ids,
-        )
-        await db.execute(
-            f"UPDATE threads SET status = 'queued', updated_at = ? WHERE id IN"
-            f" (SELECT thread_id FROM runs WHERE status = 'queued' AND id IN ({marks}))",
-            [now(), *run_ids],
-        )
+            f" WHERE status = 'running' AND id IN ({marks}) {held} RETURNING id, thread_id",
+            [*run_ids, *([] if worker is None else [worker])],
+        ) as cursor:
+            rows = sorted((int(r[0]), int(r[1])) for r in await cursor.fetchall())
+        for run_id, thread_id in rows:
+            record(db, RunChanged(run=run_id, thread=thread_id, status="queued"))
+            await db.execute("UPDATE threads SET status = 'queued', updated_at = ? WHERE id = ?",
+                             (now(), thread_id))
 
 
 async def run_status(db: Tx, run_id: int) -> str | None:
@@ -289,7 +310,12 @@ async def request_stop(db: Tx, thread_id: int, *, by: str) -> int | None:
     decision withdraws its request when it ends.
 
     Only the request is written here: the runner working on the run cancels it and writes its end
-    (told by :class:`StopRequested` in this process; another process's runner notices the row)."""
+    (told by :class:`StopRequested`, which reaches other processes too on PostgreSQL; on SQLite
+    another process's runner notices the row)."""
+    if dialect_of(db) == POSTGRESQL:
+        # what is read below must still hold when it is written: a claim (not serialised with this
+        # transaction) could start a queued follow-up in between. Claims skip locked rows.
+        await db.execute("SELECT id FROM runs WHERE thread_id = ? FOR UPDATE", (thread_id,))
     async with db.execute("SELECT id FROM runs WHERE thread_id = ? AND status IN"
                           " ('running', 'delegating', 'waiting')", (thread_id,)) as cursor:
         row = await cursor.fetchone()

@@ -57,9 +57,10 @@ class SqliteBackend:
         self._reader = self._writer = None
 
     @asynccontextmanager
-    async def transaction(self) -> AsyncIterator[Tx]:
-        """aiosqlite runs statements in order on its own thread, so a rollback queued after a BEGIN
-        whose await was cancelled still follows it (and is a no-op when none is open)."""
+    async def transaction(self, *, serial: bool = True) -> AsyncIterator[Tx]:
+        """Always serial (one writer). aiosqlite runs statements in order on its own thread, so a
+        rollback queued after a BEGIN whose await was cancelled still follows it (and is a no-op
+        when none is open)."""
         assert self._writer is not None, "store is not open"
         await self._writer.execute("BEGIN IMMEDIATE")
         yield self._writer

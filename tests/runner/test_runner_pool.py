@@ -15,7 +15,8 @@ from pizzamail.config import RunnerSettings
 from pizzamail.mailbox.filing import Filer
 from pizzamail.providers import Response, ToolCall
 from pizzamail.runner import pool
-from pizzamail.store.runs import add_step, claim_next, requeue_interrupted, steps_of
+from pizzamail.store.leases import claim_next
+from pizzamail.store.runs import add_step, requeue_interrupted, steps_of
 from pizzamail.store.threads import thread_messages
 from tests.fakes.openai_server import FakeOpenAI, gated, text
 from tests.runner.conftest import TIMEOUT, Harness, bot_mails, plain

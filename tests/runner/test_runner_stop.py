@@ -13,7 +13,8 @@ import pytest
 
 from pizzamail.providers import ToolSpec
 from pizzamail.store import Store
-from pizzamail.store.runs import ask_stop, claim_next, get_run
+from pizzamail.store.leases import claim_next
+from pizzamail.store.runs import ask_stop, get_run
 from pizzamail.tools import ToolRegistry, ToolResult
 from tests.fakes.openai_server import FakeOpenAI, gated, text, tool_call
 from tests.runner.conftest import TIMEOUT, Harness, bot_mails, plain
