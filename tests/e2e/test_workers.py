@@ -28,10 +28,10 @@ from tests.e2e.workers import FINISHED, STARTED, Working
 from tests.fakes.openai_server import FakeOpenAI, Recorded, Scripted, slow, text, tool_call
 from tests.postgres import Cluster, point_home
 
-#: a serve, three workers and a lease to expire: about half a minute on a loaded 2-core machine
+#: a serve, three workers, 200 tasks and a lease to expire: about a minute on a loaded 2-core machine
 pytestmark = pytest.mark.slow
 
-TASKS = 60
+TASKS = 200
 WORKERS = 3
 CONCURRENCY = 4
 #: how long the fake model takes for each answer: long enough for a kill to land in a run
@@ -103,12 +103,13 @@ def test_workers_answer_every_task_once_and_take_over_a_killed_workers_runs(
     assert cut_off, "the kill landed between runs, not in one"
     send_all(front, tasks[TASKS // 4:])
 
-    request = _until(lambda: _approval_requests(front))[-1]
+    request = _until(lambda: _approval_requests(front), timeout=120)[-1]
     front.send(_reply(request, "approve"))
-    _until(lambda: _unfinished(deployment.database) == 0, timeout=180)
-
+    _until(lambda: _count(deployment.database, "runs WHERE status <> 'done'") == 0, timeout=300)
     # filed by the front as the workers' commits are announced to it
-    replies = _until(lambda: _at_least(TASKS + 1, _bot_mails(front, kind="reply")))
+    _until(lambda: _count(deployment.database, "messages WHERE filed = 0") == 0, timeout=120)
+
+    replies = _bot_mails(front, kind="reply")
     assert len(replies) == TASKS + 1
     per_thread = Counter(str(m["X-Pizzamail-Thread"]) for m in replies)
     assert set(per_thread.values()) == {1}, "a task answered twice"
@@ -126,20 +127,16 @@ def send_all(front: Served, mails: list[EmailMessage]) -> None:
             client.send_message(mail)
 
 
-def _unfinished(database: str) -> int:
-    """Runs not yet done (the approved one ends done too)."""
+def _count(database: str, rows: str) -> int:
+    """``SELECT count(*) FROM rows`` (``TABLE WHERE …``) in the deployment's database."""
     with psycopg.connect(database) as conn:
-        row = conn.execute("SELECT count(*) FROM runs WHERE status <> 'done'").fetchone()
+        row = conn.execute(f"SELECT count(*) FROM {rows}").fetchone()
     assert row is not None
     return int(row[0])
 
 
 def _bot_mails(front: Served, *, kind: str) -> list[EmailMessage]:
     return [m for _, m in fetch_all(front) if m["X-Pizzamail-Kind"] == kind]
-
-
-def _at_least(count: int, found: list[EmailMessage]) -> list[EmailMessage]:
-    return found if len(found) >= count else []
 
 
 def _approval_requests(front: Served) -> list[EmailMessage]:
