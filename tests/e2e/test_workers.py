@@ -1,13 +1,14 @@
-"""``serve`` (its runner off) and three ``pizzamail worker``s on one PostgreSQL store: tasks mailed to
-the front are worked on by the workers, whose mail the front files. One worker is killed with
+"""``serve`` (its runner off) and ``pizzamail worker``s on one PostgreSQL store: tasks mailed to the
+front are worked on by the workers, whose mail the front files. One of three workers is killed with
 SIGKILL in the middle of its runs: the others take them over, every task gets exactly one reply, and
-an action approved by reply runs exactly once."""
+an action approved by reply runs exactly once. A worker stopped with SIGTERM puts its run back."""
 
 from __future__ import annotations
 
 import signal
 import smtplib
 import sys
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -25,7 +26,7 @@ from tests.e2e.harness import Served, serve_env, task_mail, write_config
 from tests.e2e.test_approvals import _lines, _reply
 from tests.e2e.test_roundtrip import fetch_all
 from tests.e2e.workers import FINISHED, STARTED, Working
-from tests.fakes.openai_server import FakeOpenAI, Recorded, Scripted, slow, text, tool_call
+from tests.fakes.openai_server import FakeOpenAI, Recorded, Scripted, gated, slow, text, tool_call
 from tests.postgres import Cluster, point_home
 
 #: a serve, three workers, 200 tasks and a lease to expire: about a minute on a loaded 2-core machine
@@ -59,9 +60,14 @@ class Deployment:
 
 
 @pytest.fixture
-def deployment(tmp_path: Path, fake_openai: FakeOpenAI, pg_cluster: Cluster, ledger: Path,
+def workers() -> int:
+    return WORKERS
+
+
+@pytest.fixture
+def deployment(tmp_path: Path, fake_openai: FakeOpenAI, pg_cluster: Cluster, ledger: Path, workers: int,
                ) -> Iterator[Deployment]:
-    """A serve with no runner of its own, and the workers, sharing one home and one database."""
+    """A serve with no runner of its own, and ``workers`` workers, sharing one home and one database."""
     home = tmp_path / "home"
     write_config(home, base_url=fake_openai.base_url)
     with (home / "config.toml").open("a") as config:
@@ -74,15 +80,15 @@ def deployment(tmp_path: Path, fake_openai: FakeOpenAI, pg_cluster: Cluster, led
         config.write(f"lease_seconds = {LEASE}\n")  # in [store], the last section point_home wrote
     fake_openai.script([], then=answer)
     env = serve_env(home)
-    workers = [Working(home=home, env=env) for _ in range(WORKERS)]
+    working = [Working(home=home, env=env) for _ in range(workers)]
     front = Served(home=home, env=env)
     try:
         front.start()
-        for worker in workers:
+        for worker in working:
             worker.launch("--concurrency", str(CONCURRENCY))
-        yield Deployment(front=front, workers=[worker.ready() for worker in workers], database=database)
+        yield Deployment(front=front, workers=[worker.ready() for worker in working], database=database)
     finally:
-        running = [p for p in (*workers, front) if p.proc is not None]
+        running = [p for p in (*working, front) if p.proc is not None]
         for process in running:  # all told at once: they stop side by side
             assert process.proc is not None
             process.proc.terminate()
@@ -117,6 +123,31 @@ def test_workers_answer_every_task_once_and_take_over_a_killed_workers_runs(
     assert _lines(ledger) == ["bob 5"]
     survivors = set().union(*(w.runs(FINISHED) for w in workers if w is not victim))
     assert cut_off <= survivors, "the killed worker's runs were not finished by the others"
+
+
+@pytest.mark.parametrize("workers", [1])
+def test_a_stopped_worker_puts_its_run_back_for_the_next_one(
+    deployment: Deployment, fake_openai: FakeOpenAI
+) -> None:
+    hold = threading.Event()
+    fake_openai.script([gated(text("An answer the stopped worker never reads."), hold)], then=answer)
+    [worker] = deployment.workers
+    deployment.front.send(task_mail("task 1"))
+    worker.wait_for("run 1 started")
+    fake_openai.wait_requests(1)
+    assert worker.stop(signal.SIGTERM) == 0
+    assert "pizzamail worker stopped." in worker.output
+    assert _count(deployment.database, "runs WHERE status = 'queued' AND lease_owner IS NULL") == 1
+    log = (deployment.front.home / "logs" / "worker.log").read_text()
+    assert '"message": "run 1 started' in log
+
+    hold.set()
+    worker.start("--concurrency", "1")
+    worker.wait_for("run 1 done (reply mail)")
+    _until(lambda: _count(deployment.database, "messages WHERE filed = 0") == 0)
+    [reply] = _bot_mails(deployment.front, kind="reply")
+    assert "Done." in str(reply.get_body(("plain",)).get_content())  # type: ignore[union-attr]
+    assert len(fake_openai.requests) == 2  # asked again: the stopped worker never finished it
 
 
 def send_all(front: Served, mails: list[EmailMessage]) -> None:
