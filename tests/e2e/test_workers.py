@@ -100,6 +100,7 @@ def test_workers_answer_every_task_once_and_take_over_a_killed_workers_runs(
     deployment: Deployment, ledger: Path
 ) -> None:
     front, workers = deployment.front, deployment.workers
+    assert "Runs are left to `pizzamail worker`s" in "\n".join(front.output)
     tasks = [task_mail(f"task {n}", subject=f"Task {n}") for n in range(TASKS)]
     send_all(front, [task_mail("Pay Bob 5", subject="Pay Bob"), *tasks[:TASKS // 4]])
 
@@ -132,6 +133,8 @@ def test_a_stopped_worker_puts_its_run_back_for_the_next_one(
     hold = threading.Event()
     fake_openai.script([gated(text("An answer the stopped worker never reads."), hold)], then=answer)
     [worker] = deployment.workers
+    database = deployment.database.rpartition("@")[2]
+    assert f"pizzamail worker: store pm@{database}, {CONCURRENCY} run(s) at a time" in worker.output
     deployment.front.send(task_mail("task 1"))
     worker.wait_for("run 1 started")
     fake_openai.wait_requests(1)
