@@ -240,7 +240,8 @@ class Runner:
         if task is None or run_id in self._lost:
             return
         self._lost.add(run_id)
-        log.warning("run %d: another worker took it over (this one's lease ran out); dropped here", run_id)
+        log.warning("run %d: this runner's lease on it ran out and another worker has it; dropped here",
+                    run_id)
         if task in self._cancellable:
             task.cancel()
 
@@ -266,8 +267,8 @@ class Runner:
             try:
                 status = await in_run(run.id, run.thread_id, self._run(run))
             except LeaseLost:
-                log.warning("run %d: another worker took it over (this one's lease ran out); its"
-                            " step or mail from here is dropped", run.id)
+                log.warning("run %d: this runner's lease on it ran out (it went back to the queue for"
+                            " another worker); dropped here, its last step or mail not written", run.id)
                 status = "lost"
             except Exception:  # e.g. the database failed while recording the end: keep the worker
                 log.exception("run %d could not be finished; it resumes at the next start", run.id)

@@ -102,9 +102,11 @@ class Heartbeat:
             self._task = None
 
     async def beat(self) -> None:
-        await renew_leases(self.store, self.worker, self.lease_seconds)
-        for run_id in await leases_lost(self.store, self.worker, self.working()):
-            self.drop(run_id)
+        working = self.working()
+        if working:  # an idle runner holds no lease: it writes nothing
+            await renew_leases(self.store, self.worker, self.lease_seconds)
+            for run_id in await leases_lost(self.store, self.worker, working):
+                self.drop(run_id)
         requeued = await reclaim_expired(self.store)
         if requeued:
             log.warning("run(s) %s went back to the queue: their worker stopped renewing its lease",

@@ -3,7 +3,9 @@
 Every write is one transaction of :meth:`Store.write`, and writes are serialised: SQLite has a
 single writer (``BEGIN IMMEDIATE``), and on PostgreSQL each write transaction first takes one
 advisory lock, so the reasoning "nothing else changes the store while my transaction runs" holds
-across processes and machines alike. Reads never wait for a writer and never see half of one. What a
+across processes and machines alike. The one exception, on PostgreSQL, is a run's claim and its
+lease's renewal (``write(serial=False)``, see :mod:`pizzamail.store.leases`), so that any number of
+workers take runs side by side. Reads never wait for a writer and never see half of one. What a
 transaction changed is published to ``Store.events`` after its commit (:mod:`pizzamail.store.events`);
 with PostgreSQL, other processes' commits arrive there too, by LISTEN/NOTIFY.
 """

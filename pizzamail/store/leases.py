@@ -1,8 +1,8 @@
 """Leases on running runs: any number of runners share one queue, and a dead one's runs are taken over.
 
-A runner claims a run with a lease (:func:`claim_next`: ``lease_owner`` is its
-worker id, ``lease_until`` epoch seconds) and renews the leases of all its runs every third of the
-lease (:func:`renew_leases`). A runner that stops renewing (killed, its machine lost, its loop stuck)
+A runner claims a run with a lease (:func:`claim_next`: ``lease_owner`` is its worker id,
+``lease_until`` epoch seconds) and renews the leases of all its runs every third of the lease
+(:func:`renew_leases`). A runner that stops renewing (killed, its machine lost, its loop stuck)
 loses them: any runner's :func:`reclaim_expired` puts them back in the queue, and another takes each
 over from its checkpoints. A runner that lost a run finds out at its next renewal
 (:func:`leases_lost`), and its writes for the run are refused meanwhile
@@ -29,9 +29,9 @@ def new_worker_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
 
 
-def lease_end(lease_seconds: float, *, at: float | None = None) -> int:
-    """The ``lease_until`` of a lease taken or renewed now (or ``at``, epoch seconds)."""
-    return int((time.time() if at is None else at) + lease_seconds)
+def lease_end(lease_seconds: float) -> int:
+    """The ``lease_until`` of a lease taken or renewed now: it ends once that whole second is over."""
+    return int(time.time() + lease_seconds)
 
 
 async def claim_next(store: Store, *, exclude_threads: set[int], busy: bool = False,

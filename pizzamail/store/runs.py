@@ -23,7 +23,8 @@ class Run:
     message_id: int | None
     status: str
     attempts: int
-    """times a worker started on it (a clean stop gives its start back); see ``crashes`` for the limit"""
+    """times a worker started on it (a clean stop, a crash or a dead worker gives its start back);
+    see ``crashes`` for the limit"""
     model: str | None
     error: str | None
     created_at: str
@@ -348,6 +349,8 @@ async def _descendants(db: Tx, run_id: int) -> list[int]:
 async def _ask_to_stop(db: Tx, run_id: int, *, by: str) -> None:
     """A working run is told (:class:`StopRequested`); one no worker holds (queued, waiting for a
     decision or for its delegates) goes to the queue, and the runner that takes it ends it."""
+    # this update locks the row first (a claim in flight is waited for, a later one skips the row),
+    # so the status read next still holds when the run is queued again below
     await db.execute("UPDATE runs SET stop_requested = coalesce(stop_requested, ?) WHERE id = ?",
                      (by, run_id))
     async with db.execute("SELECT thread_id, status FROM runs WHERE id = ?", (run_id,)) as cursor:
