@@ -15,7 +15,6 @@ import logging
 from collections.abc import Callable
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, replace
-from urllib.parse import urlsplit
 
 from pizzamail.approvals.service import Approvals
 from pizzamail.composer import Composer
@@ -43,15 +42,6 @@ def worker_config(config: Config, concurrency: int | None) -> Config:
         raise PizzamailError("this worker would work on no run: [runner] concurrency is 0 in config.toml;"
                              " pass `--concurrency N`")
     return replace(config, runner=runner)
-
-
-def store_place(url: str) -> str:
-    """Where a store url points, as ``user@host:port/database`` (nothing else of the url: no
-    password or option is ever shown)."""
-    parts = urlsplit(url)
-    user = f"{parts.username}@" if parts.username else ""
-    port = f":{parts.port}" if parts.port else ""
-    return f"{user}{parts.hostname or 'localhost'}{port}/{parts.path.strip('/')}"
 
 
 @dataclass(kw_only=True)

@@ -10,8 +10,10 @@ from pathlib import Path
 import pytest
 
 from pizzamail.config import parse_config
-from pizzamail.errors import ConfigError
-from pizzamail.worker import store_place
+from pizzamail.errors import ConfigError, StoreUnreachable
+from pizzamail.store import Store
+from pizzamail.store.location import store_place
+from tests.postgres import Cluster
 
 URL = "postgresql://pizzamail@db.internal/pizzamail"
 
@@ -55,3 +57,11 @@ def test_serve_may_leave_every_run_to_workers_only_with_a_shared_store() -> None
     assert refused.value.key == "runner.concurrency" and "pizzamail worker" in refused.value.allowed
     with pytest.raises(ConfigError, match="0 or a greater number"):
         parse_config({"runner": {"concurrency": -1}, "store": {"url": URL}})
+
+
+async def test_a_store_that_cannot_be_reached_is_one_error_with_its_reason(pg_cluster: Cluster) -> None:
+    with pytest.raises(StoreUnreachable) as refused:
+        await Store(url=pg_cluster.url("no_such_database")).open()
+    assert f"pm@127.0.0.1:{pg_cluster.port}/no_such_database" in refused.value.message
+    assert 'database "no_such_database" does not exist' in refused.value.message
+    assert "`pizzamail keys set store`" in (refused.value.hint or "")

@@ -36,7 +36,7 @@ def worker(app: App, concurrency: int | None, verbose: bool) -> None:
 
 
 async def _work(app: App, worker: Worker) -> None:
-    from pizzamail.worker import store_place
+    from pizzamail.store.location import store_place
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

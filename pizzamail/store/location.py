@@ -3,6 +3,8 @@ home's own SQLite file."""
 
 from __future__ import annotations
 
+from urllib.parse import urlsplit
+
 from pizzamail.config import Config
 from pizzamail.home import Home
 from pizzamail.secrets import SecretStore, secret_store
@@ -20,3 +22,12 @@ def store_for(home: Home, config: Config, secrets: SecretStore | None = None) ->
         return Store(path=home.database)
     password = (secrets or secret_store(home)).get(STORE_KEY)
     return Store(url=url, password=password, pool_size=config.store.pool)
+
+
+def store_place(url: str) -> str:
+    """Where a store url points, as ``user@host:port/database`` (nothing else of the url: no
+    password or option is ever shown)."""
+    parts = urlsplit(url)
+    user = f"{parts.username}@" if parts.username else ""
+    port = f":{parts.port}" if parts.port else ""
+    return f"{user}{parts.hostname or 'localhost'}{port}/{parts.path.strip('/')}"
