@@ -126,6 +126,29 @@ def test_workers_answer_every_task_once_and_take_over_a_killed_workers_runs(
     assert cut_off <= survivors, "the killed worker's runs were not finished by the others"
 
 
+@pytest.mark.parametrize("workers", [2])
+def test_a_call_cut_off_with_its_worker_is_not_made_again_by_the_next(
+    deployment: Deployment, fake_openai: FakeOpenAI, ledger: Path
+) -> None:
+    """The approved ``pay`` hangs in the tool until its worker is killed: the worker that takes the
+    run over cannot know whether it happened, so it asks instead of paying again."""
+    fake_openai.script([tool_call("ledger__pay", {"payee": "block", "amount": 9}), text("Skipped it.")])
+    front = deployment.front
+    front.send(task_mail("Pay block 9"))
+    front.send(_reply(_until(lambda: _approval_requests(front))[-1], "yes"))
+    paying = _until(lambda: [w for w in deployment.workers if any("approved: running it" in line
+                                                                  for line in w.drain())])[0]
+    _until(lambda: _lines(ledger) == ["block 9"])  # the call reached the tool
+    assert paying.stop(signal.SIGKILL) == -signal.SIGKILL
+
+    asked = _until(lambda: [m for m in _approval_requests(front) if "whether it happened is unknown"
+                            in str(m.get_body(("plain",)).get_content())])[-1]  # type: ignore[union-attr]
+    front.send(_reply(asked, "skip"))
+    _until(lambda: _count(deployment.database, "runs WHERE status = 'done'") == 1)
+    assert _lines(ledger) == ["block 9"]
+    assert "chose not to retry" in fake_openai.requests[-1].messages[-1]["content"]
+
+
 @pytest.mark.parametrize("workers", [1])
 def test_a_stopped_worker_puts_its_run_back_for_the_next_one(
     deployment: Deployment, fake_openai: FakeOpenAI
