@@ -1,7 +1,8 @@
 """``serve`` (its runner off) and ``pizzamail worker``s on one PostgreSQL store: tasks mailed to the
 front are worked on by the workers, whose mail the front files. One of three workers is killed with
 SIGKILL in the middle of its runs: the others take them over, every task gets exactly one reply, and
-an action approved by reply runs exactly once. A worker stopped with SIGTERM puts its run back."""
+an action approved by reply runs exactly once. An approved call cut off with its worker is not made
+again by the next one. A worker stopped with SIGTERM puts its run back."""
 
 from __future__ import annotations
 
