@@ -39,7 +39,7 @@ CONCURRENCY = 4
 #: how long the fake model takes for each answer: long enough for a kill to land in a run
 THINKING = 1.0
 #: seconds until a dead worker's claim on a run lapses (the default, 30, would only make this slower)
-LEASE = 2.0
+LEASE = 3.0
 
 
 def answer(request: Recorded) -> Scripted:
