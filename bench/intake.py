@@ -29,7 +29,7 @@ from aiosmtpd.smtp import SMTP, Envelope, Session
 from pizzamail.auth import Accounts
 from pizzamail.intake.smtp import IntakeHandler, authenticator, start_smtp_server
 from pizzamail.store import Store
-from pizzamail.store.blobs import BlobStore
+from pizzamail.store.blobs import FileBlobs
 
 OWNER, BOT, CLIENTS = "me@pizzamail.localhost", "bot@pizzamail.localhost", 4
 ACCOUNTS = Accounts(user="me", password="pw", addresses=frozenset({OWNER}))
@@ -43,7 +43,7 @@ class NoOp:
 async def _serve(kind: str, port_out: mp.Queue[int], home: str) -> None:
     if kind == "pizzamail":
         store = await Store(path=Path(home) / "state.db").open()
-        handler = IntakeHandler(store=store, blobs=BlobStore(root=Path(home) / "blobs"),
+        handler = IntakeHandler(store=store, blobs=FileBlobs(root=Path(home) / "blobs"),
                                 accounts=ACCOUNTS, agents=frozenset({BOT}), domain="pizzamail.localhost")
         server = await start_smtp_server(host="127.0.0.1", port=0, handler=handler, max_size=10_000_000)
     else:

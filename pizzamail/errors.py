@@ -10,6 +10,7 @@
     ├── ImapError             an IMAP command that fails: tagged NO (or BAD when ``bad`` is set)
     ├── HttpRefusal           an HTTP request refused (a webhook delivery): a 4xx status and a JSON reason
     ├── Unavailable           a failure that may pass (database busy, disk full): try again later
+    ├── StoreUnreachable      the PostgreSQL store of ``[store] url`` refused or did not answer at start
     ├── HomeInUse             ``serve`` on a home another ``serve`` holds (names its pid)
     ├── HomeUnusable          a home folder that cannot be made, read or written
     ├── BackupError           a backup or restore that cannot be made as asked (not a pizzamail
@@ -314,6 +315,16 @@ class ProviderNotConfigured(ProviderError):
 
 class RunError(PizzamailError):
     """A run cannot continue (for example it reached its step limit)."""
+
+
+class StoreUnreachable(PizzamailError):
+    """The PostgreSQL server of ``[store] url`` could not be connected to (down, out of reach, or
+    refusing this login) when the store opened."""
+
+    def __init__(self, place: str, reason: str) -> None:
+        super().__init__(f"cannot connect to the PostgreSQL store {place}: {reason}",
+                         hint="check [store] url in config.toml, that PostgreSQL runs and lets this machine"
+                              " in, and its password (`pizzamail keys set store`, or $PGPASSWORD)")
 
 
 class LeaseLost(PizzamailError):

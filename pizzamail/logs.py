@@ -1,4 +1,5 @@
-"""Logging for ``serve``: JSON lines in the home's ``logs/``, a short readable form on the terminal.
+"""Logging for ``serve`` and ``worker``: JSON lines in the home's ``logs/`` (``pizzamail.log``;
+``worker.log`` for workers), a short readable form on the terminal.
 
 A line logged while a run works carries ``run`` and ``thread`` (:func:`in_run`), so that
 ``pizzamail logs --run N`` finds every line of one run, its tools' and providers' too.
@@ -30,6 +31,8 @@ _known: set[str] = set()
 #: (run, thread) of the run the current task works on; tasks it starts inherit it
 _run: ContextVar[tuple[int, int] | None] = ContextVar("pizzamail_run", default=None)
 LOG_FILE = "pizzamail.log"
+#: the log of ``pizzamail worker`` processes that use this home
+WORKER_LOG_FILE = "worker.log"
 
 
 async def in_run(run_id: int, thread_id: int, work: Awaitable[T]) -> T:
@@ -86,11 +89,11 @@ class JsonLines(logging.Formatter):
         return json.dumps(entry, ensure_ascii=False)
 
 
-def setup_logging(log_dir: Path, *, verbose: bool = False) -> None:
+def setup_logging(log_dir: Path, *, verbose: bool = False, name: str = LOG_FILE) -> None:
     root = logging.getLogger()
     root.setLevel(logging.DEBUG if verbose else logging.INFO)
     file_handler = logging.handlers.RotatingFileHandler(
-        log_dir / LOG_FILE, maxBytes=5_000_000, backupCount=5, encoding="utf-8"
+        log_dir / name, maxBytes=5_000_000, backupCount=5, encoding="utf-8"
     )
     file_handler.setFormatter(JsonLines())
     terminal = logging.StreamHandler(sys.stderr)

@@ -22,7 +22,7 @@ import os
 import socket
 import ssl
 from collections.abc import Callable
-from contextlib import AsyncExitStack
+from contextlib import AbstractAsyncContextManager, AsyncExitStack
 from dataclasses import dataclass, field
 
 from pizzamail.activity.board import Board
@@ -48,7 +48,7 @@ from pizzamail.secrets import SecretStore
 from pizzamail.skills.tools import SkillSource
 from pizzamail.store import Store
 from pizzamail.store.blobs import BlobStore
-from pizzamail.store.events import ActionDecided, Follow, MessageAdded
+from pizzamail.store.events import ActionDecided, Follow, MessageAdded, RunChanged
 from pizzamail.store.location import blobs_for, store_for, workspaces_for
 from pizzamail.tools import ToolRegistry
 from pizzamail.tools.builtins import Builtins
@@ -164,13 +164,13 @@ class Service:
             log.info("demo data: %d thread(s) added", await add_demo_data(store, blobs, self.config))
             await filer.run()
         composer = Composer(config=self.config)
-        hub = McpHub(settings=self.config.mcp, secrets=self.secrets, log_dir=self.home.logs,
-                     cwd=self.home.root, rules=self.config.tools.policy)
+        hub = mcp_hub(self.home, self.config, self.secrets)
         approvals = Approvals(store=store, blobs=blobs, mailbox=mailbox, config=self.config,
                               composer=composer, file_mail=filer.run, secrets=self.secrets)
+        tools = agent_tools(self.home, self.config, store, blobs, composer, hub)
         runner = Runner(
             store=store, mailbox=mailbox, blobs=blobs, config=self.config, secrets=self.secrets,
-            filer=filer, composer=composer, tools=self._tools(store, blobs, composer, hub),
+            filer=filer, composer=composer, tools=tools,
             workspaces=workspaces_for(self.home, store), approvals=approvals,
         )
         # before IMAP serves: a request copy a crash left unrecorded is recorded before the user
@@ -180,10 +180,8 @@ class Service:
                            intake=self._intake(store, blobs, approvals)) if local is not None else None
         servers = Servers(config=self.config, tls=self.tls, sockets=sockets, gate=self._gate, local=served,
                           hooks=Hooks(store=store, blobs=blobs, config=self.config, secrets=self.secrets))
-        for part in (
-            Follow(events=store.events, kinds=(MessageAdded,), work=filer.run, name="filing"),
-            Follow(events=store.events, kinds=(ActionDecided,), work=approvals.sync,
-                   name="the Action folder's sync"),
+        parts: tuple[AbstractAsyncContextManager[object], ...] = (
+            *mail_follows(store, filer, approvals),
             # one status mail per run in Activity; reconciled before the runner resumes runs
             LiveBoard(board=Board(store=store, mailbox=mailbox, blobs=blobs, composer=composer,
                                   config=self.config, file_mail=filer.run), events=store.events),
@@ -194,7 +192,8 @@ class Service:
             servers,
             # remote mailboxes: stopped (logged out) before anything above
             Watchers(store=store, blobs=blobs, config=self.config, secrets=self.secrets),
-        ):
+        )
+        for part in parts:
             await stack.enter_async_context(part)
         if not self.local:  # the user's INBOX, read the way SMTP intake takes mail; stopped first
             await stack.enter_async_context(inbox_reader(self.config, store=store, blobs=blobs,
@@ -210,19 +209,6 @@ class Service:
         remote = RemoteMailbox(store=store, settings=self.config.mailbox.imap,
                                password=mailbox_password(self.secrets))
         return await stack.enter_async_context(await remote.open())
-
-    def _tools(self, store: Store, blobs: BlobStore, composer: Composer, hub: McpHub) -> ToolRegistry:
-        """Built-ins, skills, then MCP servers."""
-        config = self.config
-        tools = ToolRegistry(rules=config.tools.policy, max_result_chars=config.tools.max_result_chars)
-        tools.add_source(Builtins(
-            store=store, blobs=blobs, composer=composer, sender=config.agent.address,
-            memory_file=self.home.root / "memory.md", max_file_bytes=config.tools.max_file_bytes,
-        ))
-        if config.skills.enabled:
-            tools.add_source(SkillSource(home_skills=self.home.skills, paths=config.skills.paths))
-        tools.add_source(hub)
-        return tools
 
     def _intake(self, store: Store, blobs: BlobStore, approvals: Approvals) -> IntakeHandler:
         for name in without_password(self.config, self.secrets):
@@ -241,6 +227,39 @@ class Service:
         state = {"pid": os.getpid(), "host": listening.host, "smtp_port": listening.smtp,
                  "imap_port": listening.imap, "imaps_port": listening.imaps, "http_port": listening.http}
         write_private(self.home.state_file, json.dumps(state).encode())
+
+
+def mail_follows(store: Store, filer: Filer, approvals: Approvals) -> tuple[Follow, ...]:
+    """The mailbox kept up with the commits of this process and (PostgreSQL) of any other, such as a
+    ``pizzamail worker``: new mail filed, ``Action`` = the waiting requests (a decision takes one
+    out; a run put ``waiting`` brings one in, at once: a worker has no mailbox to sync)."""
+    return (
+        Follow(events=store.events, kinds=(MessageAdded,), work=filer.run, name="filing"),
+        Follow(events=store.events, kinds=(ActionDecided,), work=approvals.sync,
+               name="the Action folder's sync"),
+        Follow(events=store.events, kinds=(RunChanged,), work=approvals.sync, name="requests to Action",
+               only=lambda event: event.status == "waiting"),
+    )
+
+
+def mcp_hub(home: Home, config: Config, secrets: SecretStore) -> McpHub:
+    """The MCP servers of ``[mcp]``, not yet started (a part of the lifecycle)."""
+    return McpHub(settings=config.mcp, secrets=secrets, log_dir=home.logs, cwd=home.root,
+                  rules=config.tools.policy)
+
+
+def agent_tools(home: Home, config: Config, store: Store, blobs: BlobStore, composer: Composer,
+                hub: McpHub) -> ToolRegistry:
+    """What a runner offers its agents: built-ins, skills, then MCP servers."""
+    tools = ToolRegistry(rules=config.tools.policy, max_result_chars=config.tools.max_result_chars)
+    tools.add_source(Builtins(
+        store=store, blobs=blobs, composer=composer, sender=config.agent.address,
+        memory_file=home.root / "memory.md", max_file_bytes=config.tools.max_file_bytes,
+    ))
+    if config.skills.enabled:
+        tools.add_source(SkillSource(home_skills=home.skills, paths=config.skills.paths))
+    tools.add_source(hub)
+    return tools
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -39,6 +39,7 @@ LAYERS: list[set[str]] = [
     {"skills"},
     {"demo"},
     {"service"},
+    {"worker"},
     {"cli"},
     {"__main__"},
 ]

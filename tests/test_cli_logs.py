@@ -142,3 +142,13 @@ def test_follow_prints_each_line_as_it_is_written_and_after_rotation(tmp_path: P
         reader.join(timeout=30)  # it reads to the end the kill made
         assert follower.stdout is not None
         follower.stdout.close()
+
+
+def test_the_workers_log_is_shown_on_asking_for_it(tmp_path: Path) -> None:
+    write_log(tmp_path, entry("served"))
+    (tmp_path / "logs" / "worker.log").write_text(json.dumps(entry("run 3 started", run=3, thread=2)) + "\n")
+    shown = CliRunner().invoke(cli, ["--home", str(tmp_path), "logs", "--worker"])
+    assert shown.exit_code == 0 and "run 3 started" in shown.output and "served" not in shown.output
+    (tmp_path / "logs" / "worker.log").unlink()
+    missing = CliRunner().invoke(cli, ["--home", str(tmp_path), "logs", "--worker"])
+    assert missing.exit_code == 1 and "`pizzamail worker` writes it" in missing.output

@@ -6,6 +6,7 @@ release calls (:meth:`~Approvals.standing`), settles decided calls when a run re
 action a reply answers (:meth:`~Approvals.routed`, :meth:`~Approvals.sent_draft`) and records its
 decision (:meth:`~Approvals.decide`). :class:`Sweep` is a long-lived part of its own: on a timer (or
 when poked) it expires and reminds (:mod:`expiry`) and keeps ``Action`` = the waiting requests.
+A worker's Approvals has no mailbox: the front (``serve``) keeps ``Action`` and files the mail.
 """
 
 from __future__ import annotations
@@ -61,11 +62,13 @@ def _utcnow() -> datetime:
 class Approvals:
     store: Store
     blobs: BlobStore
-    mailbox: MailFolders
     config: Config
     composer: Composer
-    file_mail: Callable[[], Awaitable[object]]
-    """files committed mail into the Maildir (a reminder); the service's one filer"""
+    mailbox: MailFolders | None = None
+    """where ``Action`` is kept; None in a worker (the front keeps it)"""
+    file_mail: Callable[[], Awaitable[object]] | None = None
+    """files committed mail into the Maildir (a reminder); the service's one filer (None in a
+    worker: the front files it)"""
     secrets: SecretStore | None = None
     """where the relay password is looked up (the keyring entry ``relay``)"""
     outbox: Outbox | None = None
@@ -173,6 +176,8 @@ class Approvals:
     async def sync(self) -> bool:
         """Make ``Action`` hold exactly the waiting requests; True when a deleted request was
         taken as "ignore" (its run is queued again)."""
+        if self.mailbox is None:
+            return False
         async with self._syncing:
             return await sync_action_folder(self.store, self.mailbox, self.blobs,
                                             owner=self.config.account.address)
@@ -188,7 +193,7 @@ class Approvals:
         async with self._syncing:
             expired, reminded = await expire_and_remind(self.store, self.blobs, self.composer, self.config,
                                                         now=self.clock())
-            if reminded:
+            if reminded and self.file_mail is not None:
                 await self.file_mail()
         return await self.sync() or bool(expired)
 

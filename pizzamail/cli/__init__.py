@@ -57,6 +57,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
                  "firing and outcome."),
     "watch": ("watches", "Watched remote mailboxes: new mail there becomes a task ([watches.NAME] in "
               "config.toml)."),
+    "worker": ("worker", "Work on queued runs beside a `serve` that shares the PostgreSQL store, until "
+               "Ctrl-C."),
 }
 
 

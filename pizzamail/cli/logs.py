@@ -15,7 +15,7 @@ from typing import Any, TextIO
 import click
 
 from pizzamail.cli.app import App
-from pizzamail.logs import LOG_FILE
+from pizzamail.logs import LOG_FILE, WORKER_LOG_FILE
 
 #: how often ``-f`` looks for new lines (no file-change event works the same on every system)
 FOLLOW_EVERY = 0.25
@@ -26,13 +26,15 @@ FOLLOW_EVERY = 0.25
 @click.option("--run", "run_id", type=int, metavar="N", help="Only the lines of run N.")
 @click.option("-n", "--lines", default=50, show_default=True, metavar="COUNT",
               help="How many of the last lines to show first (0: all).")
+@click.option("--worker", is_flag=True, help="The log of the `pizzamail worker`s that use this home instead.")
 @click.pass_obj
-def logs(app: App, follow: bool, run_id: int | None, lines: int) -> None:
+def logs(app: App, follow: bool, run_id: int | None, lines: int, worker: bool) -> None:
     """Show serve's log readably: time, level, part, message, and the run and thread it is about."""
-    path = app.home.logs / LOG_FILE
+    path = app.home.logs / (WORKER_LOG_FILE if worker else LOG_FILE)
     file = _open(path)
     if file is None and not follow:
-        raise click.ClickException(f"no log yet at {path}; `pizzamail serve` writes it")
+        writer = "pizzamail worker" if worker else "pizzamail serve"
+        raise click.ClickException(f"no log yet at {path}; `{writer}` writes it")
     wanted = _wanted(run_id)
     earlier = (entry for entry in map(_parse, file or ()) if wanted(entry))
     for entry in deque(earlier, maxlen=lines or None):

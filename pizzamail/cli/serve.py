@@ -60,6 +60,8 @@ async def _serve(app: App, service: Service) -> None:
     def ready(listening: Listening) -> None:
         click.echo(account_settings(app, listening))
         click.echo(model_line(app))
+        if app.config.runner.concurrency == 0:
+            click.echo("Runs are left to `pizzamail worker`s ([runner] concurrency = 0).\n")
         click.echo("pizzamail is ready. Stop it with Ctrl-C.", nl=True)
 
     await service.run(stop, ready)

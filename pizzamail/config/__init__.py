@@ -172,6 +172,9 @@ def parse_config(data: dict[str, Any], *, home: Path | None = None) -> Config:
         raise ConfigError("agent.address", config.agent.address, "an address other than yours")
     _check_senders(config)
     _check_models(config)
+    if config.runner.concurrency == 0 and not config.store.url:
+        raise ConfigError("runner.concurrency", 0, "a number greater than 0 with SQLite (0 leaves the runs to"
+                          " `pizzamail worker`s, which share a PostgreSQL [store] url)")
     check_addresses(config.all_agents(), {config.account.address.lower(): "account.address",
                                           **{s.address.lower(): f"senders.{n}.address"
                                              for n, s in config.senders.items()}})

@@ -59,6 +59,10 @@ def positive(value: int | float) -> str | None:
     return None if value > 0 else "a number greater than 0"
 
 
+def not_negative(value: int) -> str | None:
+    return None if value >= 0 else "0 or a greater number"
+
+
 def address_problem(value: str) -> str | None:
     return None if ADDRESS_RE.match(value) else "an email address such as me@pizzamail.localhost"
 
@@ -154,6 +158,8 @@ def tz_problem(value: str) -> str | None:
 Port = Annotated[StrictInt, checked(port_problem)]
 BindAddress = Annotated[StrictStr, AfterValidator(_bind_address)]
 Count = Annotated[StrictInt, checked(positive)]
+#: a count that may be 0 (nothing of it here)
+Amount = Annotated[StrictInt, checked(not_negative)]
 Seconds = Annotated[StrictFloat, checked(positive)]
 Address = Annotated[StrictStr, checked(address_problem)]
 Duration = Annotated[StrictStr, checked(duration_problem)]

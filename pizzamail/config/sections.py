@@ -11,6 +11,7 @@ from pydantic.dataclasses import dataclass
 from pizzamail.config.checks import (
     SECTION,
     Address,
+    Amount,
     BindAddress,
     Count,
     Duration,
@@ -69,7 +70,9 @@ class AgentSettings:
 
 @dataclass(frozen=True, kw_only=True, config=SECTION)
 class RunnerSettings:
-    concurrency: Count = setting(2, "runs worked on at the same time")
+    concurrency: Amount = setting(
+        2, "runs worked on at the same time (0: none in serve, all in `pizzamail worker`s, which need"
+           " [store] url)")
     max_attempts: Count = setting(
         10, "times in a row a crash may cut a run off before it gets any further; then it fails (such a"
             " run resumes alone: another run's crash does not count against it)")

@@ -5,6 +5,9 @@ slow poll as fallback, so runs queued by another process (``pizzamail task``) ar
 ends with exactly one mail in its thread: the reply, an error report, or a notice that no model is
 configured. A run interrupted by ``stop()`` goes back to the queue and resumes from its checkpoints;
 a run asked to stop (:meth:`Runner.halt`) ends ``stopped`` with a mail that says so.
+
+Without a mailbox (``pizzamail worker``) the runner only writes mail rows: a run counts finished
+once its mail is committed, and the front (``serve``) files it, following the commit events.
 """
 
 from __future__ import annotations
@@ -72,8 +75,9 @@ def _utcnow() -> datetime:
 @dataclass(kw_only=True)
 class Runner:
     store: Store
-    mailbox: MailFolders
     blobs: BlobStore
+    mailbox: MailFolders | None = None
+    """where this runner files its runs' mail; None in a worker, whose mail the front files"""
     config: Config
     provider_factory: Callable[[], Provider] | None = None
     """called once per run (so a key stored while serving is used by the next run); raises
@@ -90,7 +94,8 @@ class Runner:
     filer: Filer | None = None
     """files a run's mail into the Maildir before the run counts as finished (so the log line and
     ``wait_for`` come after it). Pass the service's one :class:`Filer`, which also follows every
-    other writer's mail, so all filing is serialised. Default: a Filer of the runner's own"""
+    other writer's mail, so all filing is serialised. Default: a Filer of the runner's own over
+    ``mailbox``; without a mailbox, none (a run counts finished when its mail is committed)"""
     poll_interval: float = 2.0
     """seconds between looks at the queue when nobody calls ``wake()``"""
     on_filed: Callable[[], None] | None = None
@@ -119,7 +124,7 @@ class Runner:
     _finished: dict[int, asyncio.Event] = field(default_factory=dict, init=False)
     _new_provider: Callable[[str], Provider] = field(init=False, repr=False)
     _mails: Composer = field(init=False, repr=False)
-    _filer: Filer = field(init=False, repr=False)
+    _filer: Filer | None = field(init=False, repr=False)
     _unsubscribe: list[Callable[[], None]] = field(default_factory=list, init=False, repr=False)
     _approvals: Approvals = field(init=False, repr=False)
     _notices: dict[int, str] = field(default_factory=dict, init=False)  # run id -> provider notice
@@ -136,10 +141,12 @@ class Runner:
         else:
             raise TypeError("Runner needs a provider_factory or a SecretStore (secrets=...)")
         self._mails = self.composer or Composer(config=self.config)
-        self._filer = self.filer or Filer(mailbox=self.mailbox, blobs=self.blobs)
+        own = Filer(mailbox=self.mailbox, blobs=self.blobs) if self.mailbox is not None else None
+        self._filer = self.filer or own
         self._approvals = self.approvals or Approvals(
             store=self.store, blobs=self.blobs, mailbox=self.mailbox, config=self.config,
-            composer=self._mails, file_mail=self._filer.run, secrets=self.secrets, clock=self.clock)
+            composer=self._mails, file_mail=self._filer.run if self._filer else None, secrets=self.secrets,
+            clock=self.clock)
         self._delegation = Delegation(store=self.store, blobs=self.blobs, config=self.config,
                                       workspaces=self.workspaces, clock=self.clock,
                                       max_result_chars=self.tools.max_result_chars)
@@ -533,19 +540,24 @@ class Runner:
             log.warning("run %d was finished elsewhere; its %s mail is dropped", run.id, mail.kind)
             return "lost"
         await self._file()
-        # logged once the mail is in the Maildir: whoever reads the log may look for it there
+        # logged once the mail is in the Maildir (or, in a worker, committed for the front to file):
+        # whoever reads the log may look for it there
         log.info("run %d %s (%s mail)", run.id, status, mail.kind)
         return status
 
     async def _file_task(self) -> None:
         """A run's task is in INBOX while it works, whoever stored it: another process (``pizzamail
         task``, ``schedule run``) publishes no commit event here for the filing to follow."""
+        if self._filer is None:
+            return
         try:
             await self._filer.run()
         except Exception:  # filed at the next look; the run need not wait for it
             log.exception("could not file new mail into the Maildir")
 
     async def _file(self) -> None:
+        if self._filer is None:  # a worker: the front files the mail and keeps Action
+            return
         try:
             await self._filer.run()
             await self._approvals.sync()  # a request just filed is in Action before its run is waiting

@@ -178,6 +178,8 @@ class Follow:
     work: Callable[[], Awaitable[object]]
     name: str
     """said in the log when the work fails"""
+    only: Callable[[Any], bool] | None = None
+    """which events of ``kinds`` ask for the work (default: every one)"""
     _kick: asyncio.Event = field(default_factory=asyncio.Event, init=False)
     _leaving: bool = field(default=False, init=False)
     _busy: bool = field(default=False, init=False)
@@ -200,8 +202,9 @@ class Follow:
             self._task.cancel()
         await asyncio.gather(self._task, return_exceptions=True)
 
-    def _kicked(self, _: CommitEvent) -> None:
-        self._kick.set()
+    def _kicked(self, event: CommitEvent) -> None:
+        if self.only is None or self.only(event):
+            self._kick.set()
 
     async def _loop(self) -> None:
         while not (self._leaving and not self._kick.is_set()):

@@ -3,6 +3,8 @@ home's own SQLite file; and, following it, where blobs and run files live."""
 
 from __future__ import annotations
 
+from urllib.parse import urlsplit
+
 from pizzamail.config import Config
 from pizzamail.home import Home
 from pizzamail.secrets import SecretStore, secret_store
@@ -39,3 +41,12 @@ def workspaces_for(home: Home, store: Store) -> Workspaces:
     if store.dialect == "postgresql":
         return StoredWorkspaces(root=root, store=store, blobs=StoredBlobs(store=store))
     return Workspaces(root=root)
+
+
+def store_place(url: str) -> str:
+    """Where a store url points, as ``user@host:port/database`` (nothing else of the url: no
+    password or option is ever shown)."""
+    parts = urlsplit(url)
+    user = f"{parts.username}@" if parts.username else ""
+    port = f":{parts.port}" if parts.port else ""
+    return f"{user}{parts.hostname or 'localhost'}{port}/{parts.path.strip('/')}"

@@ -25,8 +25,10 @@ from psycopg.adapt import Loader
 from psycopg.types.numeric import Int8Dumper
 from psycopg_pool import AsyncConnectionPool
 
+from pizzamail.errors import StoreUnreachable
 from pizzamail.store import Row, Tx, migrations, now
 from pizzamail.store.events import CommitEvent, Events, decode, encode
+from pizzamail.store.location import store_place
 from pizzamail.store.sql import POSTGRESQL, for_postgres, statements
 
 log = logging.getLogger("pizzamail.store")
@@ -159,6 +161,7 @@ class PostgresBackend:
         return extra
 
     async def open(self) -> None:
+        await self._reachable()
         pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
             self.url, kwargs=self._kwargs(), min_size=1, max_size=self.pool_size, open=False,
             configure=_configure, check=AsyncConnectionPool.check_connection, name="pizzamail")
@@ -175,6 +178,15 @@ class PostgresBackend:
         except BaseException:
             await self.close()
             raise
+
+    async def _reachable(self) -> None:
+        """One connection first, so that a server that is down or refuses this login is said in one
+        line with its reason (the pool would only time out after 10 s)."""
+        try:
+            probe = await psycopg.AsyncConnection.connect(self.url, connect_timeout=10, **self._kwargs())
+        except psycopg.OperationalError as exc:
+            raise StoreUnreachable(store_place(self.url), " ".join(str(exc).split())) from None
+        await probe.close()
 
     async def close(self) -> None:
         if self._listener is not None:

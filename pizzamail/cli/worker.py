@@ -1,0 +1,54 @@
+"""``worker``: only the agent runner, beside a ``serve`` that shares the PostgreSQL store."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+from typing import TYPE_CHECKING
+
+import click
+
+from pizzamail.cli.app import App
+from pizzamail.cli.serve import model_line
+from pizzamail.home import usable
+from pizzamail.logs import WORKER_LOG_FILE, setup_logging
+
+if TYPE_CHECKING:
+    from pizzamail.worker import Worker
+
+
+@click.command()
+@click.option("--concurrency", type=click.IntRange(min=1), metavar="N",
+              help="Runs worked on at the same time (default: [runner] concurrency).")
+@click.option("-v", "--verbose", is_flag=True, help="Log debug detail to the terminal too.")
+@click.pass_obj
+def worker(app: App, concurrency: int | None, verbose: bool) -> None:
+    """Work on queued runs beside a `serve` that shares the PostgreSQL store, until Ctrl-C."""
+    from pizzamail.providers.registry import check_kinds
+    from pizzamail.worker import Worker, worker_config
+
+    config = worker_config(app.config, concurrency)
+    with usable(app.home):
+        app.home.create_dirs()
+        setup_logging(app.home.logs, verbose=verbose, name=WORKER_LOG_FILE)
+    check_kinds(config)
+    asyncio.run(_work(app, Worker(home=app.home, config=config, secrets=app.secrets)))
+
+
+async def _work(app: App, worker: Worker) -> None:
+    from pizzamail.store.location import store_place
+
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+
+    def ready() -> None:
+        config = worker.config
+        click.echo(f"pizzamail worker: store {store_place(config.store.url)},"
+                   f" {config.runner.concurrency} run(s) at a time")
+        click.echo(model_line(app))
+        click.echo("pizzamail worker is ready. Stop it with Ctrl-C.")
+
+    await worker.run(stop, ready)
+    click.echo("pizzamail worker stopped.")
