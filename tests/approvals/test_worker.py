@@ -15,6 +15,7 @@ from pizzamail.mailbox.filing import Filer
 from pizzamail.runner import Runner
 from pizzamail.service import mail_follows
 from pizzamail.store import Store
+from pizzamail.store.location import workspaces_for
 from pizzamail.store.mailindex import unfiled
 from pizzamail.tools import ToolRegistry
 from tests.approvals.conftest import DeleteNote
@@ -29,7 +30,8 @@ def worker(harness: Harness, store: Store) -> Runner:
     composer = Composer(config=harness.config)
     approvals = Approvals(store=store, blobs=harness.blobs, config=harness.config, composer=composer)
     return Runner(store=store, blobs=harness.blobs, config=harness.config, provider_factory=harness.provider,
-                  tools=tools, composer=composer, approvals=approvals, poll_interval=0.2)
+                  tools=tools, composer=composer, approvals=approvals, poll_interval=0.2,
+                  workspaces=workspaces_for(harness.home, store))
 
 
 @asynccontextmanager
