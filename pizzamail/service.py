@@ -22,7 +22,7 @@ import os
 import socket
 import ssl
 from collections.abc import Callable
-from contextlib import AsyncExitStack
+from contextlib import AbstractAsyncContextManager, AsyncExitStack
 from dataclasses import dataclass, field
 
 from pizzamail.activity.board import Board
@@ -49,6 +49,7 @@ from pizzamail.skills.tools import SkillSource
 from pizzamail.store import Store
 from pizzamail.store.blobs import BlobStore
 from pizzamail.store.events import ActionDecided, Follow, MessageAdded
+from pizzamail.store.leader import Leadership, hold_for
 from pizzamail.store.location import store_for
 from pizzamail.tools import ToolRegistry
 from pizzamail.tools.builtins import Builtins
@@ -153,10 +154,13 @@ class Service:
 
     async def _start(self, stack: AsyncExitStack, sockets: Sockets) -> Listening:
         store = await stack.enter_async_context(store_for(self.home, self.config, self.secrets))
+        leadership = await stack.enter_async_context(Leadership(hold=hold_for(store)))
         blobs = BlobStore(root=self.home.blobs)
         local = await Mailbox(root=self.home.maildir, store=store).open() if self.local else None
         mailbox = local or await self._remote(stack, store)
-        filer = Filer(mailbox=mailbox, blobs=blobs)
+        # a Maildir is its serve's own; the user's own account is shared by every serve: the leader files
+        filer = Filer(mailbox=mailbox, blobs=blobs,
+                      files=(lambda: True) if local else (lambda: leadership.leading))
         filed = await filer.run()
         if filed:
             log.info("filed %d message(s) left unfiled by the last run", filed)
@@ -175,30 +179,40 @@ class Service:
         )
         # before IMAP serves: a request copy a crash left unrecorded is recorded before the user
         # can delete it (a deletion means "ignore" only for a copy known to have been delivered)
-        await approvals.sweep()
+        if leadership.leading:
+            await approvals.sweep()
         served = LocalMail(mailbox=local, accounts=self.accounts(),
                            intake=self._intake(store, blobs, approvals)) if local is not None else None
         servers = Servers(config=self.config, tls=self.tls, sockets=sockets, gate=self._gate, local=served,
                           hooks=Hooks(store=store, blobs=blobs, config=self.config, secrets=self.secrets))
+        led = leadership.led
+        mine = _unled if local is not None else led  # a Maildir is its serve's own
+        board = Board(store=store, mailbox=mailbox, blobs=blobs, composer=composer, config=self.config,
+                      file_mail=filer.run)
         for part in (
-            Follow(events=store.events, kinds=(MessageAdded,), work=filer.run, name="filing"),
-            Follow(events=store.events, kinds=(ActionDecided,), work=approvals.sync,
-                   name="the Action folder's sync"),
+            mine("filing", lambda: Follow(events=store.events, kinds=(MessageAdded,), work=filer.run,
+                                          name="filing")),
+            mine("the Action folder's sync", lambda: Follow(
+                events=store.events, kinds=(ActionDecided,), work=approvals.sync,
+                name="the Action folder's sync")),
             # one status mail per run in Activity; reconciled before the runner resumes runs
-            LiveBoard(board=Board(store=store, mailbox=mailbox, blobs=blobs, composer=composer,
-                                  config=self.config, file_mail=filer.run), events=store.events),
+            mine("the Activity board", lambda: LiveBoard(board=board, events=store.events)),
             hub,  # MCP servers: stopped after the runner
-            Scheduler(store=store, blobs=blobs, config=self.config),  # before the runner resumes runs
+            # before the runner resumes runs
+            led("the scheduler", lambda: Scheduler(store=store, blobs=blobs, config=self.config)),
             runner,
-            Sweep(approvals=approvals),  # expiry, reminders, deleted requests: on its own timer
+            # expiry, reminders, deleted requests: on its own timer
+            led("the approvals sweep", lambda: Sweep(approvals=approvals)),
             servers,
             # remote mailboxes: stopped (logged out) before anything above
-            Watchers(store=store, blobs=blobs, config=self.config, secrets=self.secrets),
+            led("the watches", lambda: Watchers(store=store, blobs=blobs, config=self.config,
+                                                secrets=self.secrets)),
         ):
             await stack.enter_async_context(part)
         if not self.local:  # the user's INBOX, read the way SMTP intake takes mail; stopped first
-            await stack.enter_async_context(inbox_reader(self.config, store=store, blobs=blobs,
-                                                         approvals=approvals, secrets=self.secrets))
+            await stack.enter_async_context(led("the INBOX reader", lambda: inbox_reader(
+                self.config, store=store, blobs=blobs, approvals=approvals, secrets=self.secrets)))
+        leadership.announce()
         for name, connection in hub.connections.items():
             log.info("MCP server %s: %s%s", name, connection.status,
                      f" ({connection.error})" if connection.error else "")
@@ -303,6 +317,12 @@ class Servers:
         self._stack.push_async_callback(imap.close)
         return Listeners(host=settings.host, smtp=int(smtp.sockets[0].getsockname()[1]), imap=imap.port,
                          imaps=imap.tls_port or 0, tls=tls is not None)
+
+
+def _unled(name: str, make: Callable[[], AbstractAsyncContextManager[object]]
+                     ) -> AbstractAsyncContextManager[object]:
+    """A part every serve runs (the filing into its own Maildir)."""
+    return make()
 
 
 async def _close_server(server: asyncio.Server) -> None:

@@ -143,6 +143,16 @@ class Leadership:
     def names(self) -> list[str]:
         return [part.name for part in self._parts]
 
+    def announce(self) -> None:
+        """Say which led parts run here (with SQLite they always do: nothing to say)."""
+        if isinstance(self.hold, Always):
+            return
+        if self._leading:
+            log.info("leading: %s", ", ".join(self.names()))
+        else:
+            log.info("standby: %s run in another serve; this one takes over when it stops",
+                     ", ".join(self.names()))
+
     async def until(self, leading: bool) -> None:
         """Wait until this serve leads (True) or stands by (False)."""
         await self._states[leading].wait()
