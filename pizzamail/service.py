@@ -22,7 +22,7 @@ import os
 import socket
 import ssl
 from collections.abc import Callable
-from contextlib import AbstractAsyncContextManager, AsyncExitStack
+from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 
 from pizzamail.activity.board import Board
@@ -158,9 +158,8 @@ class Service:
         blobs = BlobStore(root=self.home.blobs)
         local = await Mailbox(root=self.home.maildir, store=store).open() if self.local else None
         mailbox = local or await self._remote(stack, store)
-        # a Maildir is its serve's own; the user's own account is shared by every serve: the leader files
-        filer = Filer(mailbox=mailbox, blobs=blobs,
-                      files=(lambda: True) if local else (lambda: leadership.leading))
+        # the mail index is in the database, shared by every serve: only the leader writes the mail
+        filer = Filer(mailbox=mailbox, blobs=blobs, files=lambda: leadership.leading)
         filed = await filer.run()
         if filed:
             log.info("filed %d message(s) left unfiled by the last run", filed)
@@ -171,7 +170,8 @@ class Service:
         hub = McpHub(settings=self.config.mcp, secrets=self.secrets, log_dir=self.home.logs,
                      cwd=self.home.root, rules=self.config.tools.policy)
         approvals = Approvals(store=store, blobs=blobs, mailbox=mailbox, config=self.config,
-                              composer=composer, file_mail=filer.run, secrets=self.secrets)
+                              composer=composer, file_mail=filer.run, secrets=self.secrets,
+                              keeps_action=lambda: leadership.leading)
         runner = Runner(
             store=store, mailbox=mailbox, blobs=blobs, config=self.config, secrets=self.secrets,
             filer=filer, composer=composer, tools=self._tools(store, blobs, composer, hub),
@@ -186,17 +186,16 @@ class Service:
         servers = Servers(config=self.config, tls=self.tls, sockets=sockets, gate=self._gate, local=served,
                           hooks=Hooks(store=store, blobs=blobs, config=self.config, secrets=self.secrets))
         led = leadership.led
-        mine = _unled if local is not None else led  # a Maildir is its serve's own
         board = Board(store=store, mailbox=mailbox, blobs=blobs, composer=composer, config=self.config,
                       file_mail=filer.run)
         for part in (
-            mine("filing", lambda: Follow(events=store.events, kinds=(MessageAdded,), work=filer.run,
+            led("filing", lambda: Follow(events=store.events, kinds=(MessageAdded,), work=filer.run,
                                           name="filing")),
-            mine("the Action folder's sync", lambda: Follow(
+            led("the Action folder's sync", lambda: Follow(
                 events=store.events, kinds=(ActionDecided,), work=approvals.sync,
                 name="the Action folder's sync")),
             # one status mail per run in Activity; reconciled before the runner resumes runs
-            mine("the Activity board", lambda: LiveBoard(board=board, events=store.events)),
+            led("the Activity board", lambda: LiveBoard(board=board, events=store.events)),
             hub,  # MCP servers: stopped after the runner
             # before the runner resumes runs
             led("the scheduler", lambda: Scheduler(store=store, blobs=blobs, config=self.config)),
@@ -317,12 +316,6 @@ class Servers:
         self._stack.push_async_callback(imap.close)
         return Listeners(host=settings.host, smtp=int(smtp.sockets[0].getsockname()[1]), imap=imap.port,
                          imaps=imap.tls_port or 0, tls=tls is not None)
-
-
-def _unled(name: str, make: Callable[[], AbstractAsyncContextManager[object]]
-                     ) -> AbstractAsyncContextManager[object]:
-    """A part every serve runs (the filing into its own Maildir)."""
-    return make()
 
 
 async def _close_server(server: asyncio.Server) -> None:
