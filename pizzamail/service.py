@@ -156,7 +156,9 @@ class Service:
         store = await stack.enter_async_context(store_for(self.home, self.config, self.secrets))
         leadership = await stack.enter_async_context(Leadership(hold=hold_for(store)))
         blobs = BlobStore(root=self.home.blobs)
-        local = await Mailbox(root=self.home.maildir, store=store).open() if self.local else None
+        # the index is in the database: a standby leaves it to the leader (its Maildir may lack files)
+        local = (await Mailbox(root=self.home.maildir, store=store).open(reconcile=leadership.leading)
+                 if self.local else None)
         mailbox = local or await self._remote(stack, store)
         # the mail index is in the database, shared by every serve: only the leader writes the mail
         filer = Filer(mailbox=mailbox, blobs=blobs, files=lambda: leadership.leading)
