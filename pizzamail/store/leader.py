@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import socket
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
@@ -35,6 +37,25 @@ LEADER_LOCK = 0x70697A7A616D61 + 2
 RETRY_SECONDS = 5.0
 #: a leader whose machine vanishes is dropped by the server after about 10 + 3 * 5 seconds
 _KEEPALIVE = {"keepalives": 1, "keepalives_idle": 10, "keepalives_interval": 5, "keepalives_count": 3}
+
+
+_LEADER = "pizzamail leader "
+
+
+async def leader_of(store: Store) -> str | None:
+    """Who leads (``host pid N``), None when no serve does (PostgreSQL only)."""
+    rows = await store.fetchall(
+        "SELECT a.application_name FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid"
+        " WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1 AND l.classid::bigint = ?"
+        " AND l.objid::bigint = ?"
+        " AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())",
+        (LEADER_LOCK >> 32, LEADER_LOCK & 0xFFFFFFFF))
+    return str(rows[0][0]).removeprefix(_LEADER) if rows else None
+
+
+def _session_name() -> str:
+    """What the lock's session is called on the server: who leads, for ``pizzamail doctor``."""
+    return f"{_LEADER}{socket.gethostname()[:30]} pid {os.getpid()}"
 
 
 class Hold(Protocol):
@@ -84,7 +105,7 @@ class AdvisoryHold:
     async def _connect(self) -> Any:
         import psycopg
 
-        extra: dict[str, Any] = {"autocommit": True, "application_name": "pizzamail leader", **_KEEPALIVE}
+        extra: dict[str, Any] = {"autocommit": True, "application_name": _session_name(), **_KEEPALIVE}
         if self.password is not None:
             extra["password"] = self.password
         conn = await psycopg.AsyncConnection.connect(self.url, **extra)

@@ -4,6 +4,8 @@ leads, and the other takes over when the leader's store closes or its connection
 from __future__ import annotations
 
 import asyncio
+import os
+import socket
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
@@ -11,7 +13,7 @@ from dataclasses import dataclass, field
 import pytest
 
 from pizzamail.store import Store
-from pizzamail.store.leader import Leadership, hold_for
+from pizzamail.store.leader import LEADER_LOCK, Leadership, hold_for, leader_of
 from tests import postgres
 
 RETRY = 0.05
@@ -83,11 +85,11 @@ async def test_a_killed_connection_loses_the_leadership_at_once(
         first = await _elect(stack, twins[0], parts[0])
         second = await _elect(stack, twins[1], parts[1])
         assert first.leading and not second.leading
+        assert await leader_of(twins[1]) == f"{socket.gethostname()[:30]} pid {os.getpid()}"
         with pg_cluster.admin() as admin:
-            killed = admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
-                                   " WHERE application_name = 'pizzamail leader' AND state = 'idle'"
-                                   " AND pid IN (SELECT pid FROM pg_locks WHERE locktype = 'advisory'"
-                                   " AND granted AND objid = %s)", ((0x70697A7A616D61 + 2) & 0xFFFFFFFF,))
+            killed = admin.execute("SELECT pg_terminate_backend(pid) FROM pg_locks"
+                                   " WHERE locktype = 'advisory' AND granted AND objid::bigint = %s",
+                                   (LEADER_LOCK & 0xFFFFFFFF,))
             assert killed.fetchall() == [(True,)]
         await asyncio.wait_for(first.until(False), WAIT)
         assert parts[0].left == 1 and not parts[0].running.is_set()
