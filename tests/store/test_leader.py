@@ -98,3 +98,24 @@ async def test_a_killed_connection_loses_the_leadership_at_once(
         assert second.leading and not first.leading
         await asyncio.sleep(RETRY * 10)
         assert parts[0].entered == 1
+
+
+@asynccontextmanager
+async def _broken() -> AsyncIterator[None]:
+    raise RuntimeError("the remote server refused the login")
+    yield  # pragma: no cover
+
+
+async def test_a_part_that_cannot_start_on_taking_over_does_not_keep_the_others_out(
+    twins: tuple[Store, Store],
+) -> None:
+    first, second = Part(), Part()
+    async with AsyncExitStack() as stack:
+        leader_stack = AsyncExitStack()
+        await _elect(leader_stack, twins[0], first)
+        standby = await stack.enter_async_context(Leadership(hold=hold_for(twins[1]), retry=RETRY))
+        await stack.enter_async_context(standby.led("the watches", _broken))
+        await stack.enter_async_context(standby.led("the scheduler", second.make))
+        await leader_stack.aclose()
+        await asyncio.wait_for(second.running.wait(), WAIT)
+        assert standby.leading and standby.names() == ["the watches", "the scheduler"]
