@@ -1,11 +1,12 @@
 """Leader election: the parts that must run once per deployment run in one ``serve`` at a time.
 
 With PostgreSQL any number of ``serve`` processes share one database. The parts wrapped in
-:class:`Led` (the scheduler, the watches, the approvals sweep and, in IMAP mode, whatever reads or
-writes the user's own account) run only in the serve that holds one session advisory lock,
-:data:`LEADER_LOCK`. One lock for all of them, not one per part: parts that work on the same
-account (the INBOX reader, the filer, the Action folder's sync) must never be split over two
-processes, and one leader per deployment is easy to see and reason about.
+:class:`Led` (filing, the Action folder's sync, the Activity board, the scheduler, the approvals
+sweep, the watches, the INBOX reader) run only in the serve that holds one session advisory lock,
+:data:`LEADER_LOCK`. One lock for all of them, not one per part: parts that write the same mail
+(the filer, the Action sync and the board share one index; the INBOX reader's mail is filed by the
+filer) must never be split over two processes, and one leader per deployment is easy to see
+(``pizzamail doctor``) and to reason about.
 
 The lock is held on a connection of its own, never a pooled one: a pooled connection keeps its
 session locks when it goes back to the pool, and the pool may close or reuse it at any time. The
@@ -25,9 +26,12 @@ import socket
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pizzamail.store import Store
+
+if TYPE_CHECKING:  # psycopg is imported only where PostgreSQL is used, as the store does
+    from psycopg import AsyncConnection
 
 log = logging.getLogger("pizzamail.store")
 
@@ -35,10 +39,8 @@ log = logging.getLogger("pizzamail.store")
 LEADER_LOCK = 0x70697A7A616D61 + 2
 #: seconds between a standby's tries to become the leader
 RETRY_SECONDS = 5.0
-#: a leader whose machine vanishes is dropped by the server after about 10 + 3 * 5 seconds
+#: a leader cut off from the server notices after about 10 + 3 * 5 seconds (and the server too)
 _KEEPALIVE = {"keepalives": 1, "keepalives_idle": 10, "keepalives_interval": 5, "keepalives_count": 3}
-
-
 _LEADER = "pizzamail leader "
 
 
@@ -93,7 +95,7 @@ class AdvisoryHold:
     url: str
     password: str | None
     key: int = LEADER_LOCK
-    _conn: Any = None
+    _conn: AsyncConnection[Any] | None = None
 
     async def take(self) -> bool:
         if self._conn is None or self._conn.closed:
@@ -102,13 +104,13 @@ class AdvisoryHold:
         row = await cursor.fetchone()
         return bool(row and row[0])
 
-    async def _connect(self) -> Any:
+    async def _connect(self) -> AsyncConnection[Any]:
         import psycopg
 
         extra: dict[str, Any] = {"autocommit": True, "application_name": _session_name(), **_KEEPALIVE}
         if self.password is not None:
             extra["password"] = self.password
-        conn = await psycopg.AsyncConnection.connect(self.url, **extra)
+        conn: AsyncConnection[Any] = await psycopg.AsyncConnection.connect(self.url, **extra)
         # the server's side too: a leader whose machine is lost must not keep the lock for hours
         await conn.execute("SET tcp_keepalives_idle = 10; SET tcp_keepalives_interval = 5;"
                            " SET tcp_keepalives_count = 3")
