@@ -49,6 +49,7 @@ from pizzamail.skills.tools import SkillSource
 from pizzamail.store import Store
 from pizzamail.store.blobs import BlobStore
 from pizzamail.store.events import ActionDecided, Follow, MessageAdded, RunChanged
+from pizzamail.store.leader import Leadership, hold_for
 from pizzamail.store.location import blobs_for, store_for, workspaces_for
 from pizzamail.tools import ToolRegistry
 from pizzamail.tools.builtins import Builtins
@@ -153,10 +154,14 @@ class Service:
 
     async def _start(self, stack: AsyncExitStack, sockets: Sockets) -> Listening:
         store = await stack.enter_async_context(store_for(self.home, self.config, self.secrets))
+        leadership = await stack.enter_async_context(Leadership(hold=hold_for(store)))
         blobs = blobs_for(self.home, store)
-        local = await Mailbox(root=self.home.maildir, store=store).open() if self.local else None
+        # the index is in the database: a standby leaves it to the leader (its Maildir may lack files)
+        local = (await Mailbox(root=self.home.maildir, store=store).open(reconcile=leadership.leading)
+                 if self.local else None)
         mailbox = local or await self._remote(stack, store)
-        filer = Filer(mailbox=mailbox, blobs=blobs)
+        # the mail index is in the database, shared by every serve: only the leader writes the mail
+        filer = Filer(mailbox=mailbox, blobs=blobs, files=lambda: leadership.leading)
         filed = await filer.run()
         if filed:
             log.info("filed %d message(s) left unfiled by the last run", filed)
@@ -166,7 +171,8 @@ class Service:
         composer = Composer(config=self.config)
         hub = mcp_hub(self.home, self.config, self.secrets)
         approvals = Approvals(store=store, blobs=blobs, mailbox=mailbox, config=self.config,
-                              composer=composer, file_mail=filer.run, secrets=self.secrets)
+                              composer=composer, file_mail=filer.run, secrets=self.secrets,
+                              keeps_action=lambda: leadership.leading)
         tools = agent_tools(self.home, self.config, store, blobs, composer, hub)
         runner = Runner(
             store=store, mailbox=mailbox, blobs=blobs, config=self.config, secrets=self.secrets,
@@ -175,29 +181,36 @@ class Service:
         )
         # before IMAP serves: a request copy a crash left unrecorded is recorded before the user
         # can delete it (a deletion means "ignore" only for a copy known to have been delivered)
-        await approvals.sweep()
+        if leadership.leading:
+            await approvals.sweep()
         served = LocalMail(mailbox=local, accounts=self.accounts(),
                            intake=self._intake(store, blobs, approvals)) if local is not None else None
         servers = Servers(config=self.config, tls=self.tls, sockets=sockets, gate=self._gate, local=served,
                           hooks=Hooks(store=store, blobs=blobs, config=self.config, secrets=self.secrets))
+        led = leadership.led
+        board = Board(store=store, mailbox=mailbox, blobs=blobs, composer=composer, config=self.config,
+                      file_mail=filer.run)
         parts: tuple[AbstractAsyncContextManager[object], ...] = (
-            *mail_follows(store, filer, approvals),
+            *(led(name, make) for name, make in mail_follows(store, filer, approvals).items()),
             # one status mail per run in Activity; reconciled before the runner resumes runs
-            LiveBoard(board=Board(store=store, mailbox=mailbox, blobs=blobs, composer=composer,
-                                  config=self.config, file_mail=filer.run), events=store.events),
+            led("the Activity board", lambda: LiveBoard(board=board, events=store.events)),
             hub,  # MCP servers: stopped after the runner
-            Scheduler(store=store, blobs=blobs, config=self.config),  # before the runner resumes runs
+            # before the runner resumes runs
+            led("the scheduler", lambda: Scheduler(store=store, blobs=blobs, config=self.config)),
             runner,
-            Sweep(approvals=approvals),  # expiry, reminders, deleted requests: on its own timer
+            # expiry, reminders, deleted requests: on its own timer
+            led("the approvals sweep", lambda: Sweep(approvals=approvals)),
             servers,
             # remote mailboxes: stopped (logged out) before anything above
-            Watchers(store=store, blobs=blobs, config=self.config, secrets=self.secrets),
+            led("the watches", lambda: Watchers(store=store, blobs=blobs, config=self.config,
+                                                secrets=self.secrets)),
         )
         for part in parts:
             await stack.enter_async_context(part)
         if not self.local:  # the user's INBOX, read the way SMTP intake takes mail; stopped first
-            await stack.enter_async_context(inbox_reader(self.config, store=store, blobs=blobs,
-                                                         approvals=approvals, secrets=self.secrets))
+            await stack.enter_async_context(led("the INBOX reader", lambda: inbox_reader(
+                self.config, store=store, blobs=blobs, approvals=approvals, secrets=self.secrets)))
+        leadership.announce()
         for name, connection in hub.connections.items():
             log.info("MCP server %s: %s%s", name, connection.status,
                      f" ({connection.error})" if connection.error else "")
@@ -229,17 +242,19 @@ class Service:
         write_private(self.home.state_file, json.dumps(state).encode())
 
 
-def mail_follows(store: Store, filer: Filer, approvals: Approvals) -> tuple[Follow, ...]:
+def mail_follows(store: Store, filer: Filer, approvals: Approvals) -> dict[str, Callable[[], Follow]]:
     """The mailbox kept up with the commits of this process and (PostgreSQL) of any other, such as a
     ``pizzamail worker``: new mail filed, ``Action`` = the waiting requests (a decision takes one
-    out; a run put ``waiting`` brings one in, at once: a worker has no mailbox to sync)."""
-    return (
-        Follow(events=store.events, kinds=(MessageAdded,), work=filer.run, name="filing"),
-        Follow(events=store.events, kinds=(ActionDecided,), work=approvals.sync,
-               name="the Action folder's sync"),
-        Follow(events=store.events, kinds=(RunChanged,), work=approvals.sync, name="requests to Action",
-               only=lambda event: event.status == "waiting"),
-    )
+    out; a run put ``waiting`` brings one in, at once: a worker has no mailbox to sync). By name,
+    each made anew whenever this serve becomes the leader."""
+    return {
+        "filing": lambda: Follow(events=store.events, kinds=(MessageAdded,), work=filer.run, name="filing"),
+        "the Action folder's sync": lambda: Follow(events=store.events, kinds=(ActionDecided,),
+                                                   work=approvals.sync, name="the Action folder's sync"),
+        "requests to Action": lambda: Follow(
+            events=store.events, kinds=(RunChanged,), work=approvals.sync, name="requests to Action",
+            only=lambda event: event.status == "waiting"),
+    }
 
 
 def mcp_hub(home: Home, config: Config, secrets: SecretStore) -> McpHub:

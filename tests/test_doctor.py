@@ -5,11 +5,15 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import psycopg
 import pytest
 from click.testing import CliRunner, Result
 
 from pizzamail.cli import cli
+from pizzamail.home import Home
 from pizzamail.providers import local
+from pizzamail.store.leader import LEADER_LOCK
+from tests import postgres
 from tests.fakes.openai_server import FakeOpenAI
 
 NO_KEY = "openai:gpt-4.1-mini cannot answer (no API key for the model provider 'openai')"
@@ -125,3 +129,19 @@ def test_the_embedded_model_selected_but_not_installed_says_how_to_install_it(
     monkeypatch.setattr(local, "available", lambda: True)
     [model] = [c for c in checks(home) if c["name"] == "model"]
     assert model["detail"] == "local:smollm2 (the embedded offline toy model), key: not needed"
+
+
+def test_doctor_names_the_serve_that_leads_a_shared_database(
+    home: Path, pg_cluster: postgres.Cluster
+) -> None:
+    url = pg_cluster.database()
+    postgres.point_home(Home(root=home), url)
+    [alone] = [c for c in checks(home) if c["name"] == "leader"]
+    assert alone["status"] == "warn" and "no serve leads" in alone["detail"]
+    with psycopg.connect(url, autocommit=True, application_name="pizzamail leader db1 pid 42") as conn:
+        conn.execute("SELECT pg_advisory_lock(%s)", (LEADER_LOCK,))
+        [led] = [c for c in checks(home) if c["name"] == "leader"]
+    assert led == {"status": "ok", "name": "leader",
+                   "detail": "the serve on db1 pid 42 runs schedules, watches and filing"}
+    [after] = [c for c in checks(home) if c["name"] == "leader"]  # its session ended: the lock too
+    assert after["status"] == "warn"

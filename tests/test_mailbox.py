@@ -6,6 +6,7 @@ import asyncio
 import os
 import threading
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
@@ -229,3 +230,19 @@ async def test_a_move_cancelled_during_its_renames_still_commits_them(
     moved = await mailbox.messages(archive)
     assert [await mailbox.read(archive, r) for r in moved] == [maildir.to_crlf(MAIL)] * 2
     assert await mailbox.reconcile(inbox) == (0, 0) and await mailbox.reconcile(archive) == (0, 0)
+
+
+async def test_a_standby_serve_opens_the_mailbox_without_touching_the_index(
+    mailbox: Mailbox, home: Home, store: Store, tmp_path: Path
+) -> None:
+    """Another serve on the same database keeps the index: a standby whose Maildir lacks the
+    leader's files must not drop the leader's mail (nor index files of its own)."""
+    inbox = await mailbox.folder("INBOX")
+    assert inbox is not None
+    await mailbox.deliver(inbox, MAIL)
+    elsewhere = tmp_path / "standby-maildir"
+    standby = await Mailbox(root=elsewhere, store=store).open(reconcile=False)
+    assert [r.uid for r in await standby.messages(inbox)] == [1]
+    assert (elsewhere / "new").is_dir()  # its folders exist, for its IMAP server to serve
+    await Mailbox(root=elsewhere, store=store).open()  # a leader reconciles: the files it lacks go
+    assert await mailbox.messages(inbox) == []

@@ -75,6 +75,9 @@ class Approvals:
     """sends approved drafts; default: one over ``[relay]``"""
     clock: Callable[[], datetime] = _utcnow
     """now: expiry, reminders and the date of a relayed draft"""
+    keeps_action: Callable[[], bool] = lambda: True
+    """whether this process keeps ``Action`` now: of several serves on one database only the
+    leader does (its sweep copies a standby's requests there)"""
     _syncing: asyncio.Lock = field(default_factory=asyncio.Lock, init=False)
 
     def __post_init__(self) -> None:
@@ -176,7 +179,7 @@ class Approvals:
     async def sync(self) -> bool:
         """Make ``Action`` hold exactly the waiting requests; True when a deleted request was
         taken as "ignore" (its run is queued again)."""
-        if self.mailbox is None:
+        if self.mailbox is None or not self.keeps_action():
             return False
         async with self._syncing:
             return await sync_action_folder(self.store, self.mailbox, self.blobs,

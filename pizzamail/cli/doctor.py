@@ -157,6 +157,25 @@ def _server(app: App) -> Check:
     return Check("ok", "server", f"pid {state['pid']}, SMTP {state['smtp_port']}, IMAP {state['imap_port']}")
 
 
+def _leader(app: App) -> Check:
+    """With PostgreSQL: which serve runs what runs once per deployment (another may stand by)."""
+    try:
+        leader = asyncio.run(_ask_leader(app))
+    except Exception as exc:  # the database is away or refuses: said here, the other checks go on
+        return Check("fail", "leader", f"the database did not answer: {exc}")
+    if leader is None:
+        return Check("warn", "leader", "no serve leads: schedules, watches and filing wait;"
+                                       " start one with `pizzamail serve`")
+    return Check("ok", "leader", f"the serve on {leader} runs schedules, watches and filing")
+
+
+async def _ask_leader(app: App) -> str | None:
+    from pizzamail.store.leader import leader_of
+
+    async with app.store() as store:
+        return await leader_of(store)
+
+
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -174,7 +193,9 @@ WITH_CONFIG: list[Callable[[App], Check]] = [_password, _senders, _triggers, _mo
 def run_checks(app: App) -> list[Check]:
     config = _config(app)
     configured = config[0].status == "ok"
-    checks = [_keyring, *(WITH_CONFIG if configured else []), _maildir, _server]
+    shared = configured and bool(app.config.store.url)  # serves on other machines may share it
+    checks = [_keyring, *(WITH_CONFIG if configured else []), _maildir, _server,
+              *([_leader] if shared else [])]
     results = [_run(_home, app), *config, *(_run(check, app) for check in checks)]
     if not configured:
         names = ", ".join(check.__name__.strip("_") for check in WITH_CONFIG)

@@ -55,10 +55,12 @@ class Mailbox:
     store: Store
     _changes: ChangeEvents = field(default_factory=ChangeEvents)
 
-    async def open(self) -> Mailbox:
+    async def open(self, *, reconcile: bool = True) -> Mailbox:
+        """The standard folders made; the index brought in line with the files unless another
+        process keeps it (``reconcile=False``: a standby serve, whose leader files the mail)."""
         for name, special in STANDARD_FOLDERS.items():
             await self.create_folder(name, special_use=special, exist_ok=True)
-        for folder in await self.folders():
+        for folder in await self.folders() if reconcile else ():
             await self.reconcile(folder)
         return self
 

@@ -10,6 +10,7 @@ start-up reconciliation as a stranger's) is recognised as the row's and taken ov
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -43,8 +44,13 @@ class Filer:
 
     mailbox: MailFolders
     blobs: BlobStore
+    files: Callable[[], bool] = lambda: True
+    """whether this process files now: of several serves sharing the user's own account, only the
+    leader writes to it (the others' mail stays unfiled until the leader's filing picks it up)"""
     _lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
     async def run(self) -> int:
+        if not self.files():
+            return 0
         async with self._lock:
             return await file_pending(self.mailbox, self.blobs)

@@ -75,8 +75,8 @@ async def test_the_front_files_a_workers_reply_and_puts_its_request_in_action(
     front = Approvals(store=harness.store, blobs=harness.blobs, mailbox=harness.mailbox,
                       config=harness.config, composer=Composer(config=harness.config), file_mail=filer.run)
     async with AsyncExitStack() as stack:
-        for follow in mail_follows(harness.store, filer, front):
-            await stack.enter_async_context(follow)
+        for follow in mail_follows(harness.store, filer, front).values():
+            await stack.enter_async_context(follow())
         runner = await stack.enter_async_context(worker(harness, await stack.enter_async_context(
             elsewhere(harness.store))))
         run_id = await harness.task("Clean up my notes")
