@@ -31,8 +31,8 @@ from tests.fakes.openai_server import FakeOpenAI, text
 
 pytestmark = pytest.mark.slow
 
-LEAD = ("leading: filing, the Action folder's sync, the Activity board, the scheduler, the approvals sweep,"
-        " the watches")
+LEAD = ("leading: filing, the Action folder's sync, requests to Action, the Activity board, the scheduler,"
+        " the approvals sweep, the watches")
 SCHEDULE = '\n[schedules.tick]\ncron = "0 3 * * *"\ntz = "UTC"\nprompt = "Count the open issues."\n'
 FIRED = re.compile(r"schedule tick: occurrence (\S+) fired")
 
