@@ -39,8 +39,6 @@ log = logging.getLogger("pizzamail.store")
 LEADER_LOCK = 0x70697A7A616D61 + 2
 #: seconds between a standby's tries to become the leader
 RETRY_SECONDS = 5.0
-#: a leader cut off from the server notices after about 10 + 3 * 5 seconds (and the server too)
-_KEEPALIVE = {"keepalives": 1, "keepalives_idle": 10, "keepalives_interval": 5, "keepalives_count": 3}
 _LEADER = "pizzamail leader "
 
 
@@ -107,7 +105,9 @@ class AdvisoryHold:
     async def _connect(self) -> AsyncConnection[Any]:
         import psycopg
 
-        extra: dict[str, Any] = {"autocommit": True, "application_name": _session_name(), **_KEEPALIVE}
+        from pizzamail.store.postgres import KEEPALIVE
+
+        extra: dict[str, Any] = {"autocommit": True, "application_name": _session_name(), **KEEPALIVE}
         if self.password is not None:
             extra["password"] = self.password
         conn: AsyncConnection[Any] = await psycopg.AsyncConnection.connect(self.url, **extra)

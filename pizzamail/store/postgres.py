@@ -40,6 +40,17 @@ MIGRATE_LOCK = WRITE_LOCK + 1
 CHANNEL = "pizzamail"
 #: NOTIFY payloads must stay under 8000 bytes; events are split over as many as needed
 PAYLOAD_BYTES = 7000
+#: a connection whose server vanished (a lost machine, a NAT that forgot it) fails after about
+#: 10 + 3 * 5 seconds instead of hanging for hours; the LISTEN one above all, which otherwise only waits
+KEEPALIVE = {"keepalives": 1, "keepalives_idle": 10, "keepalives_interval": 5, "keepalives_count": 3}
+
+
+def _text(params: Iterable[Any]) -> tuple[Any, ...]:
+    """Parameters as PostgreSQL takes them: its text cannot hold NUL, which a mail's decoded header
+    or body may (``=00``); it becomes U+FFFD there, as in any undecodable text (the mail's own bytes
+    are kept whole as a blob). Always a tuple, even an empty one, so that psycopg reads the ``%%``
+    of the translated statement as ``%``."""
+    return tuple(p.replace("\x00", "\ufffd") if isinstance(p, str) else p for p in params)
 
 
 class PgRow(tuple[Any, ...]):
@@ -124,12 +135,12 @@ class PgTx:
 
     async def _run(self, sql: str, params: tuple[Any, ...]) -> _Cursor:
         cursor = self.conn.cursor(row_factory=_row_factory)
-        await cursor.execute(for_postgres(sql), params or None)
+        await cursor.execute(for_postgres(sql), _text(params))
         rows = await cursor.fetchall() if cursor.description else []
         return _Cursor(rowcount=cursor.rowcount, rows=rows)
 
     async def executemany(self, sql: str, parameters: Iterable[Iterable[Any]], /) -> None:
-        batch = [tuple(p) for p in parameters]
+        batch = [_text(p) for p in parameters]
         if batch:
             await self.conn.cursor().executemany(for_postgres(sql), batch)
 
@@ -155,7 +166,7 @@ class PostgresBackend:
     """this store's mark on its notifications: its own events are published at commit already"""
 
     def _kwargs(self) -> dict[str, Any]:
-        extra: dict[str, Any] = {"autocommit": True, "application_name": "pizzamail"}
+        extra: dict[str, Any] = {"autocommit": True, "application_name": "pizzamail", **KEEPALIVE}
         if self.password is not None:
             extra["password"] = self.password
         return extra
@@ -225,12 +236,12 @@ class PostgresBackend:
     async def fetchall(self, sql: str, params: tuple[Any, ...]) -> list[Row]:
         async with self._open_pool().connection() as conn:
             cursor = conn.cursor(row_factory=_row_factory)
-            await cursor.execute(for_postgres(sql), params or None)
+            await cursor.execute(for_postgres(sql), _text(params))
             return list(await cursor.fetchall())
 
     async def write_alone(self, sql: str, params: tuple[Any, ...]) -> None:
         async with self._open_pool().connection() as conn:  # autocommit: committed when it returns
-            await conn.execute(for_postgres(sql), params or None)
+            await conn.execute(for_postgres(sql), _text(params))
 
     async def data_version(self) -> int:
         return self._version
@@ -248,7 +259,7 @@ class PostgresBackend:
                         continue
                     async with conn.transaction():
                         for statement in statements(migrations.script(entry, POSTGRESQL)):
-                            await conn.execute(statement.replace("%", "%%"))
+                            await conn.execute(statement)  # no parameters: a % is a %
                         await conn.execute("INSERT INTO migrations VALUES (%s, %s)", (name, now()))
             finally:
                 await conn.execute("SELECT pg_advisory_unlock(%s)", (MIGRATE_LOCK,))
