@@ -271,7 +271,8 @@ class Runner:
                             " another worker); dropped here, its last step or mail not written", run.id)
                 status = "lost"
             except Exception:  # e.g. the database failed while recording the end: keep the worker
-                log.exception("run %d could not be finished; it resumes at the next start", run.id)
+                log.exception("run %d could not be finished; it resumes later (at the next start, or"
+                              " once its lease runs out)", run.id)
                 status = "interrupted"
             finally:
                 self._busy.pop(run.id, None)

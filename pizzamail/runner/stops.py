@@ -104,7 +104,7 @@ class Heartbeat:
     async def beat(self) -> None:
         working = self.working()
         if working:  # an idle runner holds no lease: it writes nothing
-            await renew_leases(self.store, self.worker, self.lease_seconds)
+            await renew_leases(self.store, self.worker, self.lease_seconds, working)
             for run_id in await leases_lost(self.store, self.worker, working):
                 self.drop(run_id)
         requeued = await reclaim_expired(self.store)

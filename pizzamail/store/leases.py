@@ -39,8 +39,9 @@ async def claim_next(store: Store, *, exclude_threads: set[int], busy: bool = Fa
     """Mark the oldest queued run as running, leased to ``worker`` for ``lease_seconds``, and
     return it. Without a ``worker`` the run is nobody's: any runner's start takes it back.
 
-    Runs of one thread are done in order, one at a time: a thread already being worked on
-    (``exclude_threads``) is skipped, and so is a run whose thread has an older unfinished run.
+    Runs of one thread are done in order, one at a time: a thread already being worked on, here
+    (``exclude_threads``) or by any other worker (a run of it running or delegating), is skipped, and
+    so is a run whose thread has an older queued run.
     A run a crash cut off (``crashes``) resumes alone, so that if it takes the process down again
     the blame is its own: such runs come first, but only when the caller is not ``busy`` with
     other runs (and the caller starts no other run beside it).
@@ -64,7 +65,8 @@ async def claim_next(store: Store, *, exclude_threads: set[int], busy: bool = Fa
             "UPDATE runs SET status = 'running', attempts = attempts + 1, started_at = ?,"
             " lease_owner = ?, lease_until = ? WHERE id = (SELECT id FROM runs r WHERE status ="
             f" 'queued' {crashed} {others} AND NOT EXISTS (SELECT 1 FROM runs o WHERE o.thread_id ="
-            " r.thread_id AND o.id < r.id AND o.status IN ('queued', 'running', 'delegating'))"
+            " r.thread_id AND o.id <> r.id AND (o.status IN ('running', 'delegating')"
+            " OR (o.id < r.id AND o.status = 'queued')))"
             f" ORDER BY crashes = 0, id LIMIT 1{_skip_locked(store)}) RETURNING *",
             (now(), worker, until, *excluded),
         ) as cursor:
@@ -86,17 +88,23 @@ async def _working(db: Tx, run: Run) -> None:
                      (now(), run.thread_id))
 
 
-async def renew_leases(store: Store, worker: str, lease_seconds: float) -> None:
-    """Extend the lease of every run ``worker`` holds.
+async def renew_leases(store: Store, worker: str, lease_seconds: float, run_ids: list[int]) -> None:
+    """Extend ``worker``'s lease on each of ``run_ids``: the runs it is working on now, not every run
+    it holds (one it gave up on after a failed write goes back to the queue when its lease runs out,
+    instead of being kept alive by a busy worker that will never finish it).
 
     One statement, not serialised with other writes (as a claim): it changes only ``lease_until`` of
     this worker's own running runs, and skips a row another transaction has locked for the moment
     instead of waiting (never a deadlock); that run is renewed at the next beat, well before its
     lease runs out. A run requeued meanwhile is no longer ``running``, so it is not renewed."""
+    if not run_ids:
+        return
+    marks = ", ".join("?" * len(run_ids))
     async with store.write(serial=False) as db:
         await db.execute(
             "UPDATE runs SET lease_until = ? WHERE id IN (SELECT id FROM runs WHERE lease_owner = ?"
-            f" AND status = 'running'{_skip_locked(store)})", (lease_end(lease_seconds), worker))
+            f" AND status = 'running' AND id IN ({marks}){_skip_locked(store)})",
+            (lease_end(lease_seconds), worker, *run_ids))
 
 
 async def leases_lost(store: Store, worker: str, run_ids: list[int]) -> list[int]:

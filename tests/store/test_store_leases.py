@@ -105,15 +105,17 @@ async def test_an_expired_lease_is_requeued_without_using_up_an_attempt(store: S
 
 
 async def test_a_renewed_lease_is_not_reclaimed(store: Store) -> None:
-    await queue_runs(store, 2)
+    await queue_runs(store, 3)
     mine = await claim_next(store, exclude_threads=set(), worker="me", lease_seconds=30)
     theirs = await claim_next(store, exclude_threads=set(), worker="them", lease_seconds=30)
-    assert mine is not None and theirs is not None and mine.lease_until is not None
-    await renew_leases(store, "me", 600)
+    given_up = await claim_next(store, exclude_threads=set(), worker="me", lease_seconds=30)
+    assert mine is not None and theirs is not None and given_up is not None and mine.lease_until is not None
+    await renew_leases(store, "me", 600, [mine.id])  # the one it works on, not one it gave up on
     renewed = await get_run(store, mine.id)
     assert renewed.lease_until is not None and renewed.lease_until >= int(time.time()) + 599
     assert (await get_run(store, theirs.id)).lease_until == theirs.lease_until  # only its own
-    assert await reclaim_expired(store, at=mine.lease_until + 1) == [theirs.id]
+    assert (await get_run(store, given_up.id)).lease_until == given_up.lease_until
+    assert await reclaim_expired(store, at=mine.lease_until + 1) == [theirs.id, given_up.id]
 
 
 async def test_a_worker_that_lost_its_run_can_neither_checkpoint_nor_finish_it(store: Store) -> None:
@@ -196,3 +198,22 @@ async def test_a_stop_ends_a_follow_up_that_a_claim_tried_to_start_meanwhile(sto
         await request_stop(between, thread, by="cli")
     assert between.claimed == [None]  # the follow-up's row was locked: the claim skipped it
     assert (await get_run(store, follow_up)).status == "stopped"
+
+
+async def test_a_thread_is_worked_on_by_one_worker_at_a_time_across_workers(store: Store) -> None:
+    """A run put back in the queue (a decision resumes it) while a later run of its thread works on
+    another worker waits for that one: each runner knows only its own threads (found in review)."""
+    [first] = await queue_runs(store, 1)
+    first_run = await get_run(store, first)
+    async with store.write() as db:
+        await db.execute("UPDATE runs SET status = 'waiting' WHERE id = ?", (first,))  # asks for approval
+        follow_up = await create_run(db, first_run.thread_id, None)
+    taken = await claim_next(store, exclude_threads=set(), worker="a", lease_seconds=30)
+    assert taken is not None and taken.id == follow_up
+    async with store.write() as db:
+        await db.execute("UPDATE runs SET status = 'queued' WHERE id = ?", (first,))  # approved
+    assert await claim_next(store, exclude_threads=set(), worker="b", lease_seconds=30) is None
+    async with store.write() as db:
+        await finish_run(db, taken, status="done")
+    again = await claim_next(store, exclude_threads=set(), worker="b", lease_seconds=30)
+    assert again is not None and again.id == first
