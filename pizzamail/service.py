@@ -48,7 +48,7 @@ from pizzamail.secrets import SecretStore
 from pizzamail.skills.tools import SkillSource
 from pizzamail.store import Store
 from pizzamail.store.blobs import BlobStore
-from pizzamail.store.events import ActionDecided, Follow, MessageAdded, RunChanged
+from pizzamail.store.events import ActionDecided, Follow, MessageAdded, Resync, RunChanged
 from pizzamail.store.leader import Leadership, hold_for
 from pizzamail.store.location import blobs_for, store_for, workspaces_for
 from pizzamail.tools import ToolRegistry
@@ -248,8 +248,9 @@ def mail_follows(store: Store, filer: Filer, approvals: Approvals) -> dict[str, 
     out; a run put ``waiting`` brings one in, at once: a worker has no mailbox to sync). By name,
     each made anew whenever this serve becomes the leader."""
     return {
-        "filing": lambda: Follow(events=store.events, kinds=(MessageAdded,), work=filer.run, name="filing"),
-        "the Action folder's sync": lambda: Follow(events=store.events, kinds=(ActionDecided,),
+        "filing": lambda: Follow(events=store.events, kinds=(MessageAdded, Resync), work=filer.run,
+                                 name="filing"),
+        "the Action folder's sync": lambda: Follow(events=store.events, kinds=(ActionDecided, Resync),
                                                    work=approvals.sync, name="the Action folder's sync"),
         "requests to Action": lambda: Follow(
             events=store.events, kinds=(RunChanged,), work=approvals.sync, name="requests to Action",

@@ -26,7 +26,7 @@ from pizzamail.approvals.outbox import NO_RELAY, Outbox
 from pizzamail.errors import RunError
 from pizzamail.store import Store
 from pizzamail.store.actions import HeldAction, action_for_call, transition
-from pizzamail.store.runs import add_step
+from pizzamail.store.runs import add_step, fence
 from pizzamail.tools import Explained, Toolbox, ToolResult
 from pizzamail.transcript import HeldStep, ToolStep, Transcript
 
@@ -126,6 +126,7 @@ async def _execute(store: Store, transcript: Transcript, release: Release, held:
             return Waiting(action=action, why="relay", problem=problem)
     if action.status == "approved":
         async with store.write() as db:  # committed before the call: a crash now leaves "executing"
+            await fence(db, action.run_id)  # a worker whose lease ran out never makes the call
             if not await transition(db, action.id, "approved", "executing"):
                 raise RunError(f"action {action.id} changed while it was being released")
     log.info("action %d (%s) approved: running it", action.id, action.label)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from typing import TYPE_CHECKING
-from urllib.parse import urlsplit
+from urllib.parse import parse_qsl, urlencode, urlsplit
 
 import click
 
@@ -62,10 +62,11 @@ async def _copy(app: App, url: str) -> Copied:
 
 
 def _shown(url: str) -> str:
-    """The url without a password typed into it (config.toml never holds one)."""
+    """The url without a password typed into it, in its address or as ``?password=`` (config.toml
+    never holds one)."""
     parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    host = parts.hostname or ""
-    netloc = f"{parts.username}@{host}" + (f":{parts.port}" if parts.port else "")
-    return parts._replace(netloc=netloc).geturl()
+    query = urlencode([(k, v) for k, v in parse_qsl(parts.query) if k != "password"])
+    if parts.password is not None:
+        host = parts.hostname or ""
+        parts = parts._replace(netloc=f"{parts.username}@{host}" + (f":{parts.port}" if parts.port else ""))
+    return parts._replace(query=query).geturl()

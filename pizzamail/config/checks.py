@@ -110,7 +110,7 @@ def url_problem(value: str) -> str | None:
 
 
 def store_url_problem(value: str) -> str | None:
-    from urllib.parse import urlsplit
+    from urllib.parse import parse_qs, urlsplit
 
     if not value:
         return None
@@ -120,7 +120,7 @@ def store_url_problem(value: str) -> str | None:
         parts = None
     if parts is None or parts.scheme not in ("postgresql", "postgres") or not parts.path.strip("/"):
         return "a PostgreSQL url such as postgresql://pizzamail@db.internal/pizzamail (empty: SQLite)"
-    if parts.password:
+    if parts.password or "password" in parse_qs(parts.query):
         return ("a url without its password: keep the password in the keyring with"
                 " `pizzamail keys set store` (or $PGPASSWORD)")
     return None

@@ -53,4 +53,6 @@ class Filer:
         if not self.files():
             return 0
         async with self._lock:
+            if not self.files():  # asked again after the wait: the leadership may have moved meanwhile
+                return 0
             return await file_pending(self.mailbox, self.blobs)

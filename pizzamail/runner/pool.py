@@ -40,7 +40,7 @@ from pizzamail.secrets import SecretStore
 from pizzamail.store import Store
 from pizzamail.store.actions import HeldAction
 from pizzamail.store.blobs import BlobStore
-from pizzamail.store.events import RunQueued, StopRequested
+from pizzamail.store.events import Resync, RunQueued, StopRequested
 from pizzamail.store.leases import claim_next, new_worker_id, reclaim_expired
 from pizzamail.store.mailwriter import message_row
 from pizzamail.store.memory import relevant_notes
@@ -165,10 +165,12 @@ class Runner:
             log.info("resuming %d interrupted run(s): %s", len(requeued), requeued)
         self._stopping = False
         self._unsubscribe = [self.store.events.subscribe(RunQueued, lambda _: self.wake()),
+                             self.store.events.subscribe(Resync, lambda _: self.wake()),
                              self.store.events.subscribe(StopRequested, lambda e: self.halt(e.run))]
-        if self.store.dialect == SQLITE:  # PostgreSQL brings other processes' StopRequested by NOTIFY
-            self._watch = await StopWatch(store=self.store, working=lambda: list(self._working),
-                                          halt=self.halt).__aenter__()
+        # SQLite: other processes' stops are found by looking; PostgreSQL brings them by NOTIFY, and
+        # the look is only for one missed while the LISTEN connection was down
+        self._watch = await StopWatch(store=self.store, working=lambda: list(self._working), halt=self.halt,
+                                      interval=0.5 if self.store.dialect == SQLITE else 5.0).__aenter__()
         self._kick.set()  # look at the queue at once
         self._tasks = [asyncio.create_task(self._worker(), name=f"pizzamail-runner-{n}")
                        for n in range(self.config.runner.concurrency)]

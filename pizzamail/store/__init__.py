@@ -93,7 +93,7 @@ class Store:
 
     path: Path | None = None
     url: str | None = None
-    password: str | None = None
+    password: str | None = field(default=None, repr=False)
     """PostgreSQL's password when the url has none (from the keyring: ``pizzamail keys set store``)"""
     pool_size: int = 10
     """PostgreSQL: most connections this store keeps open"""

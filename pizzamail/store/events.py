@@ -70,6 +70,12 @@ class RunChanged(CommitEvent):
 
 
 @dataclass(frozen=True, kw_only=True)
+class Resync(CommitEvent):
+    """Other processes' events may have been missed (PostgreSQL's LISTEN connection was lost and is
+    back): the parts that follow events look at the store once, as after a start."""
+
+
+@dataclass(frozen=True, kw_only=True)
 class ScheduleChanged(CommitEvent):
     name: str
 

@@ -91,7 +91,7 @@ class AdvisoryHold:
     """A session advisory lock on a dedicated connection (kept between tries while on standby)."""
 
     url: str
-    password: str | None
+    password: str | None = field(repr=False)
     key: int = LEADER_LOCK
     _conn: AsyncConnection[Any] | None = None
 

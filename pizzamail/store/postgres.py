@@ -27,7 +27,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from pizzamail.errors import StoreUnreachable
 from pizzamail.store import Row, Tx, migrations, now
-from pizzamail.store.events import CommitEvent, Events, decode, encode
+from pizzamail.store.events import CommitEvent, Events, Resync, decode, encode
 from pizzamail.store.location import store_place
 from pizzamail.store.sql import POSTGRESQL, for_postgres, statements
 
@@ -154,7 +154,7 @@ class PgTx:
 @dataclass(kw_only=True)
 class PostgresBackend:
     url: str
-    password: str | None
+    password: str | None = field(repr=False)
     events: Events
     dialect: str = POSTGRESQL
     pool_size: int = 10
@@ -266,9 +266,9 @@ class PostgresBackend:
 
     async def _listen(self) -> None:
         """LISTEN on a connection of its own, for as long as the store is open; reconnects after a
-        lost connection (what was missed meanwhile is found by the parts' own looks, as after a
-        restart)."""
-        delay = 0.5
+        lost connection, then publishes :class:`Resync`: what was missed meanwhile is looked for
+        by the parts that follow events, as after a restart."""
+        delay, lost = 0.5, False
         while True:
             try:
                 async with await psycopg.AsyncConnection.connect(self.url, **self._kwargs()) as conn:
@@ -276,12 +276,16 @@ class PostgresBackend:
                     self._listening.set()
                     self._version += 1
                     delay = 0.5
+                    if lost:
+                        lost = False
+                        self.events.publish([Resync()])
                     async for note in conn.notifies():
                         self._heard(note.payload)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # a lost server: try again, never take the store down
                 log.warning("store: LISTEN connection lost (%s); reconnecting in %.1f s", exc, delay)
+                lost = True
                 self._listening.set()
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 30.0)

@@ -22,6 +22,5 @@ async def test_a_nul_in_a_mails_text_is_stored_on_both_engines(store: Store) -> 
 async def test_a_percent_sign_is_one_with_or_without_parameters(store: Store) -> None:
     assert [tuple(r) for r in await store.fetchall("SELECT '5%' AS x")] == [("5%",)]
     assert [tuple(r) for r in await store.fetchall("SELECT '5%' AS x, ? AS y", (1,))] == [("5%", 1)]
-    async with store.write() as db:
-        async with db.execute("SELECT '5%' AS x") as cursor:
-            assert [tuple(r) for r in await cursor.fetchall()] == [("5%",)]
+    async with store.write() as db, db.execute("SELECT '5%' AS x") as cursor:
+        assert [tuple(r) for r in await cursor.fetchall()] == [("5%",)]

@@ -10,7 +10,7 @@ import psycopg
 import pytest
 
 from pizzamail.store import Store
-from pizzamail.store.events import CommitEvent, Follow, MessageAdded, RunQueued, decode, encode
+from pizzamail.store.events import CommitEvent, Follow, MessageAdded, Resync, RunQueued, decode, encode
 from pizzamail.store.runs import create_run
 from pizzamail.store.threads import NewMessage, add_message, create_thread
 
@@ -155,3 +155,21 @@ async def test_another_process_commits_reach_this_store_events_once(store: Store
         assert await other.data_version() > before  # counted before the events are published
     assert [e.run for e in here] == [run]
     assert there == [RunQueued(run=run, thread=here[0].thread)]
+
+
+@pytest.mark.parametrize("store_backend", ["postgresql"])
+async def test_a_lost_listen_connection_comes_back_and_says_events_may_have_been_missed(store: Store) -> None:
+    resynced = asyncio.Event()
+    store.events.subscribe(Resync, lambda _: resynced.set())
+    assert store.url is not None
+    with psycopg.connect(store.url, autocommit=True) as admin:  # the server drops the LISTEN session
+        killed = admin.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+            " WHERE query = 'LISTEN pizzamail' AND datname = current_database()").fetchall()
+    assert killed == [(True,)]
+    await asyncio.wait_for(resynced.wait(), 10)
+    heard = asyncio.Event()
+    store.events.subscribe(RunQueued, lambda _: heard.set())
+    async with store.twin() as other:
+        await add_task(other, "after the reconnect")
+    await asyncio.wait_for(heard.wait(), 10)
