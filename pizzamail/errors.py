@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -88,6 +89,16 @@ def _imap_text(text: str) -> bytes:
     return flat.encode("ascii", "replace")
 
 
+_URL_PASSWORD = re.compile(r"(://[^:/@\s]*:)[^@\s]*@|(password=)[^&\s]*", re.IGNORECASE)
+
+
+def _masked(value: object) -> object:
+    """A value as an error may show it: a password written into a url is not shown back."""
+    if not isinstance(value, str):
+        return value
+    return _URL_PASSWORD.sub(lambda m: f"{m[1]}***@" if m[1] else f"{m[2]}***", value)
+
+
 class ConfigError(PizzamailError):
     """A config value is missing, of the wrong type or out of range."""
 
@@ -95,7 +106,7 @@ class ConfigError(PizzamailError):
         self, key: str, value: object, allowed: str, *, hint: str | None = None
     ) -> None:
         super().__init__(
-            f"config key {key!r} has value {value!r}; allowed: {allowed}",
+            f"config key {key!r} has value {_masked(value)!r}; allowed: {allowed}",
             hint=hint or "edit config.toml in your pizzamail home",
         )
         self.key = key

@@ -148,3 +148,23 @@ def test_every_wrong_value_is_named_once_on_its_own_line(tmp_path: Path) -> None
     assert lines[0] == "error: config.toml has 3 problems:"
     assert [line.split("'")[1] for line in lines[1:4]] == keys
     assert lines[4] == f"  fix: edit {path}"  # where to fix it, not "see `pizzamail doctor`"
+
+
+@pytest.mark.parametrize(("store", "problem"), [
+    ({"url": "postgresql://pm:secret@db/pizzamail"}, "without its password"),
+    ({"url": "postgresql://pm@db/pizzamail?password=secret"}, "without its password"),
+    ({"url": "mysql://pm@db/pizzamail"}, "a PostgreSQL url"),
+    ({"url": "postgresql://pm@db/pizzamail", "pool": 2}, "at least 3"),
+])
+def test_store_settings_refuse_a_password_in_the_url_and_a_pool_too_small(
+    store: dict[str, object], problem: str
+) -> None:
+    with pytest.raises(ConfigError) as caught:
+        parse_config({"store": store})
+    assert problem in str(caught.value) and "secret" not in str(caught.value)
+
+
+def test_a_store_never_shows_its_password() -> None:
+    from pizzamail.store import Store
+
+    assert "secret" not in repr(Store(url="postgresql://pm@db/pizzamail", password="secret"))

@@ -109,6 +109,11 @@ def url_problem(value: str) -> str | None:
     return "an http:// or https:// URL such as http://127.0.0.1:8000/mcp"
 
 
+def pool_problem(value: int) -> str | None:
+    # a write that saves a blob holds one connection and needs a second; a read may come meanwhile
+    return None if value >= 3 else "at least 3 (a write may hold one connection and need another)"
+
+
 def store_url_problem(value: str) -> str | None:
     from urllib.parse import parse_qs, urlsplit
 

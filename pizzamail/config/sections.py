@@ -24,6 +24,7 @@ from pizzamail.config.checks import (
     duration_seconds,
     model_problem,
     one_of,
+    pool_problem,
     setting,
     store_url_problem,
     url_problem,
@@ -184,7 +185,8 @@ class StoreSettings:
     url: Annotated[StrictStr, checked(store_url_problem)] = setting(
         "", "postgresql://USER@HOST/DB (password: `pizzamail keys set store` or $PGPASSWORD);"
         " empty: SQLite in the home folder")
-    pool: Count = setting(10, "PostgreSQL: most connections one process keeps open")
+    pool: Annotated[StrictInt, checked(pool_problem)] = setting(
+        10, "PostgreSQL: most connections one process keeps open (at least 3)")
     lease_seconds: Seconds = setting(
         30.0, "PostgreSQL: a worker that stops renewing its claim on a run this long loses it to another")
 
