@@ -179,6 +179,15 @@ async def running_occurrences(store: Store, *, expired_by: int | None = None) ->
                         thread_id=int(r["thread_id"])) for r in rows]
 
 
+async def still_cut_off(db: Tx, run_id: int, *, expired_by: int | None) -> bool:
+    """Inside the transaction that reports it: the run is still ``running`` (and, with ``expired_by``,
+    its lease still ran out): no worker took it back or finished it since it was found."""
+    expired = "" if expired_by is None else " AND (lease_until IS NULL OR lease_until < ?)"
+    async with db.execute(f"SELECT 1 FROM runs WHERE id = ? AND status = 'running'{expired}",
+                          (run_id,) if expired_by is None else (run_id, expired_by)) as cursor:
+        return await cursor.fetchone() is not None
+
+
 async def mark_interrupted(db: Tx, run_id: int) -> None:
     await db.execute("UPDATE occurrences SET status = 'interrupted' WHERE run_id = ?", (run_id,))
 

@@ -35,6 +35,7 @@ from pizzamail.store.schedules import (
     running_occurrences,
     schedule_thread,
     set_schedule_thread,
+    still_cut_off,
 )
 from pizzamail.store.schedules import save_schedule as save_new
 from pizzamail.store.sql import SQLITE
@@ -167,8 +168,8 @@ async def report_interrupted(store: Store, blobs: BlobStore, config: Config) -> 
     # ran out means a crash
     expired_by = None if store.dialect == SQLITE else int(time.time())
     for occurrence in await running_occurrences(store, expired_by=expired_by):
-        if await _acted(store, occurrence.run_id):
-            await _report(store, blobs, config, occurrence)
+        if await _acted(store, occurrence.run_id) and await _report(store, blobs, config, occurrence,
+                                                                   expired_by=expired_by):
             reported.append(occurrence.run_id)
     return reported
 
@@ -178,7 +179,9 @@ async def _acted(store: Store, run_id: int) -> bool:
                for s in await steps_of(store, run_id))
 
 
-async def _report(store: Store, blobs: BlobStore, config: Config, occurrence: Interrupted) -> None:
+async def _report(store: Store, blobs: BlobStore, config: Config, occurrence: Interrupted, *,
+                  expired_by: int | None) -> bool:
+    """Fail the run and say so in its thread, unless a worker took it back or ended it meanwhile."""
     name, due_at, thread_id = occurrence.schedule, occurrence.due_at, occurrence.thread_id
     text = (f"The occurrence of schedule {name!r} due at {due_at} was interrupted (pizzamail stopped"
             " unexpectedly) after it had started using tools. It is not run again, because what it"
@@ -188,7 +191,10 @@ async def _report(store: Store, blobs: BlobStore, config: Config, occurrence: In
                        sender=config.agent.address, agent=config.agent.address, domain=config.domain)
     run = await get_run(store, occurrence.run_id)
     async with store.write() as db:
+        if not await still_cut_off(db, run.id, expired_by=expired_by):
+            return False
         await finish_run(db, run, status="failed", error="interrupted by a crash; not replayed")
         await mark_interrupted(db, run.id)
         await post_notice(db, blobs, mail, thread_id=thread_id)
         await log_event(db, "schedule.interrupted", thread_id=thread_id, run_id=run.id, schedule=name)
+    return True

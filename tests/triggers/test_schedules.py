@@ -19,6 +19,7 @@ from pizzamail.store.events import RunQueued
 from pizzamail.store.runs import add_step, get_run
 from pizzamail.store.schedules import list_schedules
 from pizzamail.store.threads import log_event, thread_messages
+from pizzamail.triggers import schedules
 from pizzamail.triggers.scheduler import Scheduler
 from pizzamail.triggers.schedules import (
     fire_due,
@@ -111,6 +112,29 @@ async def test_a_schedule_run_a_live_worker_holds_is_not_reported_as_interrupted
     reported = await report_interrupted(store, blobs, CONFIG)
     assert reported == ([run_id] if store.dialect == "sqlite" else [])
     assert (await get_run(store, run_id)).status == ("failed" if store.dialect == "sqlite" else "running")
+
+
+async def test_a_run_taken_back_while_it_is_being_reported_is_left_alone(
+    store: Store, blobs: BlobStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Between finding a cut-off run and failing it, a worker's heartbeat may put it back in the
+    queue (or another worker finish it): then it is not failed, and no second mail says so."""
+    await save_schedule(store, "news", daily(), source="cli", at=T0, agent_tz="")
+    [firing] = await fire_due(store, blobs, CONFIG, at=T0 + timedelta(hours=1))
+    run_id = firing.run_id or 0
+    async with store.write() as db:
+        await db.execute("UPDATE runs SET status = 'running' WHERE id = ?", (run_id,))
+
+    async def taken_back_meanwhile(_: Store, run: int) -> bool:
+        async with store.write() as db:
+            await db.execute("UPDATE runs SET status = 'queued' WHERE id = ?", (run,))
+        return True
+
+    monkeypatch.setattr(schedules, "_acted", taken_back_meanwhile)
+    before = len(await thread_messages(store, firing.thread_id or 0))
+    assert await report_interrupted(store, blobs, CONFIG) == []
+    assert (await get_run(store, run_id)).status == "queued"
+    assert len(await thread_messages(store, firing.thread_id or 0)) == before
 
 
 async def test_interrupted_before_any_tool_resumes(store: Store, blobs: BlobStore) -> None:
