@@ -5,7 +5,8 @@
 here, so while runs are working one task reads the store's data version every ``interval`` (one
 cheap read however many runs work, the read the scheduler makes too) and looks up the working runs'
 stop requests only when it moved. With no run working it reads nothing: it waits until one starts.
-On PostgreSQL every process's StopRequested arrives by NOTIFY, and no StopWatch is needed.
+On PostgreSQL every process's StopRequested arrives by NOTIFY, and the watch (every 5 s) is only for
+a stop whose NOTIFY was missed while the LISTEN connection was down.
 
 :class:`Heartbeat` (both engines): keeps this runner's leases (:mod:`pizzamail.store.leases`).
 """
@@ -17,6 +18,7 @@ import contextlib
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Self
 
 from pizzamail.store import Store
 from pizzamail.store.leases import leases_lost, reclaim_expired, renew_leases
@@ -26,23 +28,13 @@ log = logging.getLogger("pizzamail.runner")
 
 
 @dataclass(kw_only=True)
-class StopWatch:
-    """A long-lived part (``async with``) of the runner."""
+class _Background:
+    """A long-lived part (``async with``) of the runner: one task running :meth:`_loop` until left."""
 
-    store: Store
-    working: Callable[[], list[int]]
-    """the runs working in this process now"""
-    halt: Callable[[int], None]
-    """stops one of them"""
-    interval: float = 0.5
-    _started: asyncio.Event = field(default_factory=asyncio.Event, init=False)
     _task: asyncio.Task[None] | None = field(default=None, init=False)
 
-    def run_started(self) -> None:
-        self._started.set()
-
-    async def __aenter__(self) -> StopWatch:
-        self._task = asyncio.create_task(self._loop(), name="pizzamail-stop-watch")
+    async def __aenter__(self) -> Self:
+        self._task = asyncio.create_task(self._loop(), name=f"pizzamail-runner-{type(self).__name__}")
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -51,6 +43,24 @@ class StopWatch:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
             self._task = None
+
+    async def _loop(self) -> None:
+        raise NotImplementedError
+
+
+@dataclass(kw_only=True)
+class StopWatch(_Background):
+
+    store: Store
+    working: Callable[[], list[int]]
+    """the runs working in this process now"""
+    halt: Callable[[int], None]
+    """stops one of them"""
+    interval: float = 0.5
+    _started: asyncio.Event = field(default_factory=asyncio.Event, init=False)
+
+    def run_started(self) -> None:
+        self._started.set()
 
     async def _loop(self) -> None:
         seen: int | None = None
@@ -76,7 +86,7 @@ class StopWatch:
 
 
 @dataclass(kw_only=True)
-class Heartbeat:
+class Heartbeat(_Background):
     """Every third of the lease: renews the leases of this runner's runs, drops the runs another
     worker took over meanwhile, and requeues runs whose worker stopped renewing (killed, lost), so
     a live runner takes each over at once. A long-lived part (``async with``) of the runner."""
@@ -88,18 +98,6 @@ class Heartbeat:
     """the runs working in this runner now"""
     drop: Callable[[int], None]
     """stops working on one of them, without a step or a mail"""
-    _task: asyncio.Task[None] | None = field(default=None, init=False)
-
-    async def __aenter__(self) -> Heartbeat:
-        self._task = asyncio.create_task(self._loop(), name="pizzamail-runner-heartbeat")
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
 
     async def beat(self) -> None:
         working = self.working()
