@@ -24,6 +24,12 @@ from pizzamail.store.runs import Run, requeue
 from pizzamail.store.sql import POSTGRESQL
 
 
+def lease_ran_out(runs: str = "runs") -> str:
+    """The condition (one ``?``: epoch seconds) that a run's lease ran out by then; a running run
+    with no lease (claimed by no worker, or before leases existed) has nobody to renew it."""
+    return f"({runs}.lease_until IS NULL OR {runs}.lease_until < ?)"
+
+
 def new_worker_id() -> str:
     """``host:pid:random``: who holds a lease, unique even for a restarted process with the same pid."""
     return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
@@ -123,8 +129,8 @@ async def reclaim_expired(store: Store, *, at: float | None = None) -> list[int]
     ``crashes``, not as an attempt. A running run with no lease (claimed by no worker, or before
     leases existed) has nobody to renew it: it is taken back too. Returns their ids."""
     moment = int(time.time() if at is None else at)
-    expired = "lease_until IS NULL OR lease_until < ?"
-    if await store.fetchone(f"SELECT 1 FROM runs WHERE status = 'running' AND ({expired}) LIMIT 1",
+    expired = lease_ran_out()
+    if await store.fetchone(f"SELECT 1 FROM runs WHERE status = 'running' AND {expired} LIMIT 1",
                             (moment,)) is None:
         return []  # the usual case: no write, so no commit for every other process to hear
     return await requeue(store, expired, (moment,))

@@ -9,6 +9,7 @@ from typing import Any
 from pizzamail.config import ScheduleSettings
 from pizzamail.store import Row, Store, Tx, now
 from pizzamail.store.events import ScheduleChanged, record
+from pizzamail.store.leases import lease_ran_out
 from pizzamail.when.cron import default_zone, next_after, to_text
 
 _LIST = (
@@ -170,11 +171,11 @@ async def running_occurrences(store: Store, *, expired_by: int | None = None) ->
     """Occurrences whose run is marked running: before this home's one runner starts, all of them
     were cut off by a crash; with ``expired_by`` (epoch seconds; workers share the store) only
     those whose lease ran out by then, as the others' workers are alive."""
-    expired = "" if expired_by is None else " AND (r.lease_until IS NULL OR r.lease_until < ?)"
+    expired, params = _cut_off("r", expired_by)
     rows = await store.fetchall(
         "SELECT o.run_id, o.due_at, s.name, s.thread_id FROM occurrences o JOIN schedules s"
         f" ON s.id = o.schedule_id JOIN runs r ON r.id = o.run_id WHERE r.status = 'running'{expired}",
-        () if expired_by is None else (expired_by,))
+        params)
     return [Interrupted(run_id=int(r["run_id"]), due_at=str(r["due_at"]), schedule=str(r["name"]),
                         thread_id=int(r["thread_id"])) for r in rows]
 
@@ -182,10 +183,18 @@ async def running_occurrences(store: Store, *, expired_by: int | None = None) ->
 async def still_cut_off(db: Tx, run_id: int, *, expired_by: int | None) -> bool:
     """Inside the transaction that reports it: the run is still ``running`` (and, with ``expired_by``,
     its lease still ran out): no worker took it back or finished it since it was found."""
-    expired = "" if expired_by is None else " AND (lease_until IS NULL OR lease_until < ?)"
+    expired, params = _cut_off("runs", expired_by)
     async with db.execute(f"SELECT 1 FROM runs WHERE id = ? AND status = 'running'{expired}",
-                          (run_id,) if expired_by is None else (run_id, expired_by)) as cursor:
+                          (run_id, *params)) as cursor:
         return await cursor.fetchone() is not None
+
+
+def _cut_off(runs: str, expired_by: int | None) -> tuple[str, tuple[int, ...]]:
+    """The extra condition (and its parameter) on a running run that it was cut off: none when this
+    home's one runner is not running yet; otherwise its lease ran out by ``expired_by``."""
+    if expired_by is None:
+        return "", ()
+    return f" AND {lease_ran_out(runs)}", (expired_by,)
 
 
 async def mark_interrupted(db: Tx, run_id: int) -> None:
