@@ -11,6 +11,7 @@ from pizzamail.secrets import SecretStore, secret_store
 from pizzamail.store import Store
 from pizzamail.store.blobs import BlobStore, FileBlobs, StoredBlobs
 from pizzamail.store.runfiles import StoredWorkspaces, Workspaces
+from pizzamail.store.sql import POSTGRESQL
 
 #: the keyring entry of the PostgreSQL password (`pizzamail keys set store`)
 STORE_KEY = "store"
@@ -29,7 +30,7 @@ def store_for(home: Home, config: Config, secrets: SecretStore | None = None) ->
 def blobs_for(home: Home, store: Store) -> BlobStore:
     """The blobs of the home's open store: in PostgreSQL itself, which every machine reaches; a
     SQLite home's in files under ``blobs/``."""
-    if store.dialect == "postgresql":
+    if store.dialect == POSTGRESQL:
         return StoredBlobs(store=store)
     return FileBlobs(root=home.blobs)
 
@@ -38,7 +39,7 @@ def workspaces_for(home: Home, store: Store) -> Workspaces:
     """The run folders under ``workspaces/``; kept in the store too when it is PostgreSQL, so a run
     resumed on another machine has its files."""
     root = home.root / "workspaces"
-    if store.dialect == "postgresql":
+    if store.dialect == POSTGRESQL:
         return StoredWorkspaces(root=root, store=store, blobs=StoredBlobs(store=store))
     return Workspaces(root=root)
 

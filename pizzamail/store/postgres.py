@@ -83,8 +83,7 @@ class _WholeNumbers(Loader):
 
     def load(self, data: Any) -> int | float:
         text = bytes(data).decode()
-        number = float(text)
-        return int(text) if text.lstrip("-").isdigit() else number
+        return int(text) if text.lstrip("-").isdigit() else float(text)
 
 
 async def _configure(conn: psycopg.AsyncConnection[Any]) -> None:
@@ -103,6 +102,14 @@ class _Cursor:
 
     async def fetchall(self) -> Iterable[Row]:
         return self.rows
+
+
+async def _query(conn: psycopg.AsyncConnection[Any], sql: str, params: tuple[Any, ...]) -> _Cursor:
+    """One statement of the store's dialect on ``conn``, its rows read to the end."""
+    cursor = conn.cursor(row_factory=_row_factory)
+    await cursor.execute(for_postgres(sql), _text(params))
+    rows = await cursor.fetchall() if cursor.description else []
+    return _Cursor(rowcount=cursor.rowcount, rows=rows)
 
 
 @dataclass
@@ -134,10 +141,7 @@ class PgTx:
         return _Statement(lambda: self._run(sql, tuple(parameters or ())))
 
     async def _run(self, sql: str, params: tuple[Any, ...]) -> _Cursor:
-        cursor = self.conn.cursor(row_factory=_row_factory)
-        await cursor.execute(for_postgres(sql), _text(params))
-        rows = await cursor.fetchall() if cursor.description else []
-        return _Cursor(rowcount=cursor.rowcount, rows=rows)
+        return await _query(self.conn, sql, params)
 
     async def executemany(self, sql: str, parameters: Iterable[Iterable[Any]], /) -> None:
         batch = [_text(p) for p in parameters]
@@ -235,9 +239,7 @@ class PostgresBackend:
 
     async def fetchall(self, sql: str, params: tuple[Any, ...]) -> list[Row]:
         async with self._open_pool().connection() as conn:
-            cursor = conn.cursor(row_factory=_row_factory)
-            await cursor.execute(for_postgres(sql), _text(params))
-            return list(await cursor.fetchall())
+            return list((await _query(conn, sql, params)).rows)
 
     async def write_alone(self, sql: str, params: tuple[Any, ...]) -> None:
         async with self._open_pool().connection() as conn:  # autocommit: committed when it returns
