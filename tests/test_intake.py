@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from pizzamail.auth import Accounts
-from pizzamail.intake import smtp as intake_smtp
+from pizzamail.intake import batch as intake_batch
 from pizzamail.intake.smtp import IntakeHandler, start_smtp_server
 from pizzamail.intake.tasks import Stored
 from pizzamail.mail.parse import MAX_HEADER, MAX_REFERENCES, parse_mail
@@ -136,7 +136,7 @@ async def test_an_unexpected_error_answers_without_internal_text(
     async def broken(*args: object, **kwargs: object) -> Stored:
         raise error
 
-    monkeypatch.setattr(intake_smtp, "store_task", broken)
+    monkeypatch.setattr(intake_batch, "record_task", broken)
     got_code, got_text = await asyncio.to_thread(refused, smtp_port, mail())
     assert (got_code, text in got_text) == (code, True), got_text
     assert not any(leak in got_text for leak in ("Error", "space", "/home", "tasks.py", "thread 7"))

@@ -12,11 +12,11 @@ from pizzamail.mail.build import Outgoing, build_mail
 from pizzamail.mail.ids import new_message_id
 from pizzamail.mail.parse import ParsedMail, parse_mail
 from pizzamail.mail.reply import user_words
-from pizzamail.store import Store
-from pizzamail.store.blobs import BlobStore
+from pizzamail.store import Store, Tx
+from pizzamail.store.blobs import Blob, BlobStore
 from pizzamail.store.inbox import Claim
 from pizzamail.store.mailwriter import add_received, add_task, received_row
-from pizzamail.store.threads import message_exists, thread_for_references
+from pizzamail.store.threads import message_exists, thread_holding
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -30,28 +30,47 @@ class Stored:
     """an approver's ``stop``: recorded, never a task"""
 
 
+@dataclass(frozen=True, kw_only=True)
+class Received:
+    """A task mail to record (:func:`record_task`): for ``agent`` (its address) to run, or without
+    ``runs`` (the agent was only in Cc) for its thread's history. ``claim``: the mail's record in
+    the owner's own mailbox, made in the same transaction (a mail taken before is a duplicate)."""
+
+    raw: bytes
+    parsed: ParsedMail
+    agent: str
+    domain: str
+    runs: bool = True
+    claim: Claim | None = None
+
+
 async def store_task(
     store: Store, blobs: BlobStore, raw: bytes, parsed: ParsedMail, *, agent: str, domain: str,
     runs: bool = True, claim: Claim | None = None,
 ) -> Stored:
-    """Commit a task mail for ``agent`` (its address) to run. A Message-ID seen before (a client
-    retrying) is not stored twice. Without ``runs`` (the agent was only in Cc) the mail is recorded in
-    its thread, for later runs' history, and starts none. ``claim``: the mail's record in the owner's
-    own mailbox, made in the same transaction (a mail taken before is a duplicate too)."""
-    message_id = parsed.message_id or new_message_id(domain)
-    thread_id = await thread_for_references(store, parsed.thread_refs())
+    """Commit one task mail in a transaction of its own (see :func:`record_task`)."""
+    mail = Received(raw=raw, parsed=parsed, agent=agent, domain=domain, runs=runs, claim=claim)
     blob = await blobs.save(raw)
-    async with store.write() as db:
-        if (claim is not None and not await claim(db)) or await message_exists(db, message_id):
-            return Stored(thread_id=None, run_id=None, duplicate=True)
-        row = received_row(parsed, blob, message_id=message_id, kind="task", sender=parsed.sender or "",
-                           body=task_text(parsed, follow_up=thread_id is not None))
-        if not runs:
-            noted = await add_received(db, row, thread_id=thread_id, agent=agent, event="mail.copied",
-                                       size=len(raw))
-            return Stored(thread_id=noted, run_id=None, noted=True)
-        task = await add_task(db, row, thread_id=thread_id, agent=agent, event="task.received",
-                              size=len(raw))
+    async with store.write(priority=True) as db:
+        return await record_task(db, mail, blob)
+
+
+async def record_task(db: Tx, mail: Received, blob: Blob) -> Stored:
+    """A task mail, its bytes saved as ``blob``, in ``db``'s transaction. A Message-ID seen before
+    (a client retrying) is not stored twice; a reply joins the thread of the mail it refers to."""
+    parsed = mail.parsed
+    message_id = parsed.message_id or new_message_id(mail.domain)
+    if (mail.claim is not None and not await mail.claim(db)) or await message_exists(db, message_id):
+        return Stored(thread_id=None, run_id=None, duplicate=True)
+    thread_id = await thread_holding(db, parsed.thread_refs())
+    row = received_row(parsed, blob, message_id=message_id, kind="task", sender=parsed.sender or "",
+                       body=task_text(parsed, follow_up=thread_id is not None))
+    if not mail.runs:
+        noted = await add_received(db, row, thread_id=thread_id, agent=mail.agent, event="mail.copied",
+                                   size=len(mail.raw))
+        return Stored(thread_id=noted, run_id=None, noted=True)
+    task = await add_task(db, row, thread_id=thread_id, agent=mail.agent, event="task.received",
+                          size=len(mail.raw))
     return Stored(thread_id=task.thread_id, run_id=task.run_id)
 
 

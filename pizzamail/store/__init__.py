@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Generator, Iterable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
@@ -21,7 +22,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
 
-from pizzamail.store.events import CommitEvent, Events, collecting
+from pizzamail.store.events import CommitEvent, Events, collecting, dropped_on_error
 from pizzamail.store.sql import SQLITE
 
 
@@ -100,7 +101,7 @@ class Store:
     events: Events = field(default_factory=Events)
     """commit events: subscribe here to follow what committed transactions change"""
     _backend: Backend | None = None
-    _lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    _lock: WriteLock = field(default_factory=lambda: WriteLock())
 
     @property
     def dialect(self) -> str:
@@ -142,9 +143,12 @@ class Store:
         return self._backend
 
     @asynccontextmanager
-    async def write(self, *, serial: bool = True) -> AsyncIterator[Tx]:
+    async def write(self, *, serial: bool = True, priority: bool = False) -> AsyncIterator[Tx]:
         """One write transaction: committed on normal exit, rolled back on an exception. The events
         recorded in it are published once it is committed, never for a rollback.
+
+        ``priority``: this transaction goes before every ordinary one waiting for the write lock
+        (mail taken by SMTP, whose sender waits for the commit, before the runner's bookkeeping).
 
         ``serial=False`` (PostgreSQL only; SQLite has one writer and ignores it): the transaction is
         not serialised with the others, so it runs beside them. Only for a transaction whose one
@@ -157,7 +161,7 @@ class Store:
         """
         backend = self._open_backend()
         parallel = not serial and backend.dialect != SQLITE
-        async with contextlib.nullcontext() if parallel else self._lock, \
+        async with contextlib.nullcontext() if parallel else self._lock.held(priority=priority), \
                 backend.transaction(serial=not parallel) as tx:
             with collecting(tx) as changes:
                 try:
@@ -203,6 +207,68 @@ class Store:
         """A counter that moves when a commit happened, this process's or another's (cheap to poll:
         SQLite's ``data_version``; on PostgreSQL the notifications received)."""
         return await self._open_backend().data_version()
+
+
+class WriteLock:
+    """The lock of a store's serialised writes: first come, first served, except that a waiter
+    with priority goes before every ordinary one. Released, it is handed to the next waiter
+    directly, so nobody arriving meanwhile takes it out of turn."""
+
+    def __init__(self) -> None:
+        self._held = False
+        self._waiting: tuple[deque[asyncio.Future[None]], deque[asyncio.Future[None]]] = (deque(), deque())
+
+    @asynccontextmanager
+    async def held(self, *, priority: bool = False) -> AsyncIterator[None]:
+        await self._acquire(priority)
+        try:
+            yield
+        finally:
+            self._release()
+
+    def waiting(self, *, priority: bool) -> int:
+        """How many wait with (or without) priority."""
+        return len(self._waiting[0 if priority else 1])
+
+    async def _acquire(self, priority: bool) -> None:
+        if not self._held and not any(self._waiting):
+            self._held = True
+            return
+        turn = asyncio.get_running_loop().create_future()
+        queue = self._waiting[0 if priority else 1]
+        queue.append(turn)
+        try:
+            await turn
+        except asyncio.CancelledError:
+            if turn.done() and not turn.cancelled():
+                self._release()  # handed the lock as the cancellation came: passed on
+            else:
+                queue.remove(turn)
+            raise
+
+    def _release(self) -> None:
+        for queue in self._waiting:
+            while queue:
+                turn = queue.popleft()
+                if not turn.done():
+                    turn.set_result(None)  # still held: now by that waiter
+                    return
+        self._held = False
+
+
+@asynccontextmanager
+async def savepoint(db: Tx, name: str = "part") -> AsyncIterator[None]:
+    """A part of a transaction that fails alone: on an exception its statements are rolled back
+    (and its commit events dropped), the transaction stays open and the exception goes on."""
+    await db.execute(f"SAVEPOINT {name}")
+    with dropped_on_error(db):
+        try:
+            yield
+        except Exception:  # a cancellation rolls the whole transaction back anyway
+            await db.execute(f"ROLLBACK TO SAVEPOINT {name}")
+            await db.execute(f"RELEASE SAVEPOINT {name}")
+            raise
+    await db.execute(f"RELEASE SAVEPOINT {name}")
 
 
 def dialect_of(db: Tx) -> str:

@@ -39,6 +39,9 @@ class BlobStore(Protocol):
     async def save(self, data: bytes) -> Blob:
         """Store ``data`` durably (once: the same bytes again are the same blob)."""
 
+    async def save_all(self, datas: list[bytes]) -> list[Blob]:
+        """:meth:`save` of several at once (cheaper than one by one: fsyncs share the disk's time)."""
+
     async def load(self, digest: str) -> bytes:
         """The bytes of a saved blob; FileNotFoundError for a digest never saved."""
 
@@ -52,29 +55,57 @@ class FileBlobs:
 
     def put(self, data: bytes) -> str:
         """:meth:`save` in the calling thread; returns the digest."""
-        digest = digest_of(data)
-        target = self.path(digest)
-        if target.exists():
-            return digest
-        target.parent.mkdir(mode=0o700, exist_ok=True)
-        tmp = target.with_name(f".{digest}.{os.getpid()}.tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        try:
-            os.write(fd, data)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, target)
-        return digest
+        return self.put_all([data])[0]
+
+    def put_all(self, datas: list[bytes]) -> list[str]:
+        """:meth:`save_all` in the calling thread: each new blob written to a temporary file and
+        fsynced, renamed into place, then each folder that got a name fsynced once (a rename is
+        durable only with its folder). Returns the digests."""
+        digests = [digest_of(data) for data in datas]
+        fresh = {digest: data for digest, data in zip(digests, datas, strict=True)
+                 if not self.path(digest).exists()}
+        folders = {self.path(digest).parent for digest in fresh}
+        made = [folder for folder in folders if not folder.exists()]
+        for folder in made:
+            folder.mkdir(mode=0o700, exist_ok=True)
+        for digest, data in fresh.items():
+            os.replace(_written(self.path(digest), data), self.path(digest))
+        for folder in [*folders, *([self.root] if made else [])]:
+            _fsync_folder(folder)
+        return digests
 
     async def save(self, data: bytes) -> Blob:
-        return Blob(digest=await asyncio.to_thread(self.put, data), size=len(data))
+        return (await self.save_all([data]))[0]
+
+    async def save_all(self, datas: list[bytes]) -> list[Blob]:
+        digests = await asyncio.to_thread(self.put_all, datas)
+        return [Blob(digest=digest, size=len(data)) for digest, data in zip(digests, datas, strict=True)]
 
     def get(self, digest: str) -> bytes:
         return self.path(digest).read_bytes()
 
     async def load(self, digest: str) -> bytes:
         return await asyncio.to_thread(self.get, digest)
+
+
+def _written(target: Path, data: bytes) -> Path:
+    """``data`` in a temporary file beside ``target``, fsynced."""
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        os.write(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    return tmp
+
+
+def _fsync_folder(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -86,6 +117,9 @@ class StoredBlobs:
         await self.store.write_alone("INSERT INTO blobs(digest, data) VALUES (?, ?)"
                                      " ON CONFLICT (digest) DO NOTHING", (digest, data))
         return Blob(digest=digest, size=len(data))
+
+    async def save_all(self, datas: list[bytes]) -> list[Blob]:
+        return [await self.save(data) for data in datas]
 
     async def load(self, digest: str) -> bytes:
         row = await self.store.fetchone("SELECT data FROM blobs WHERE digest = ?", (digest,))

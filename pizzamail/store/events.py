@@ -143,6 +143,20 @@ def record(db: object, event: CommitEvent) -> None:
 
 
 @contextmanager
+def dropped_on_error(db: object) -> Iterator[None]:
+    """Events recorded in a part of ``db``'s transaction that fails (rolled back to a savepoint
+    while the transaction goes on) are dropped with that part."""
+    pending = _open.get(db)
+    mark = len(pending) if pending is not None else 0
+    try:
+        yield
+    except BaseException:
+        if pending is not None:
+            del pending[mark:]
+        raise
+
+
+@contextmanager
 def collecting(db: object) -> Iterator[list[CommitEvent]]:
     """The list that gathers the events of ``db``'s transaction while it is open."""
     pending: list[CommitEvent] = []

@@ -129,6 +129,17 @@ async def thread_for_references(store: Store, message_ids: list[str]) -> int | N
     return None
 
 
+async def thread_holding(db: Tx, message_ids: list[str]) -> int | None:
+    """:func:`thread_for_references` inside the writing transaction (which sees the mails written
+    earlier in it)."""
+    for mid in reversed(message_ids):
+        async with db.execute("SELECT thread_id FROM messages WHERE message_id = ?", (mid,)) as cursor:
+            row = await cursor.fetchone()
+        if row is not None:
+            return int(row[0])
+    return None
+
+
 async def message_direction(db: Tx, message_id: str) -> str | None:
     """``in`` or ``out`` for a stored message with this Message-ID, else None (checked inside the
     writing transaction, like :func:`message_exists`)."""
