@@ -61,8 +61,11 @@ class GroupCommit:
 
     async def _write(self, mails: list[Received]) -> list[Stored | Exception]:
         blobs = await self.blobs.save_all([mail.raw for mail in mails])
-        async with self.store.write(priority=True) as db:
+
+        async def record(db: Tx) -> list[Stored | Exception]:
             return [await _recorded(db, mail, blob) for mail, blob in zip(mails, blobs, strict=True)]
+
+        return await self.store.write_at_once(record, priority=True)
 
 
 async def _recorded(db: Tx, mail: Received, blob: Blob) -> Stored | Exception:

@@ -15,15 +15,20 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Generator, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Generator, Iterable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from pizzamail.store.events import CommitEvent, Events, collecting, dropped_on_error
 from pizzamail.store.sql import SQLITE
+
+T = TypeVar("T")
+
+Work = Callable[["Tx"], Coroutine[Any, Any, T]]
+"""A write transaction's work, for :meth:`Store.write_at_once`"""
 
 
 def now() -> str:
@@ -188,6 +193,29 @@ class Store:
         commit.add_done_callback(committed)
         await _finish(commit)
 
+    async def write_at_once(self, work: Work[T], *, priority: bool = False) -> T:
+        """``await work(db)`` in one write transaction, as :meth:`write` does, for work that awaits
+        nothing but its statements. On SQLite it runs on the writer's thread in one step: each
+        statement awaited on its own is a hop to that thread and back, which costs more than the
+        statement (and waits for the event loop's turn); elsewhere it is :meth:`write`."""
+        backend = self._open_backend()
+        if backend.dialect != SQLITE:
+            async with self.write(priority=priority) as db:
+                return await work(db)
+        from pizzamail.store.sqlite import SqliteBackend
+        assert isinstance(backend, SqliteBackend)
+        async with self._lock.held(priority=priority):
+            done = asyncio.ensure_future(backend.at_once(work))
+
+            def committed(done: asyncio.Future[tuple[T, list[CommitEvent]]]) -> None:
+                # published even when the caller is cancelled meanwhile: the commit happened
+                if not done.cancelled() and done.exception() is None:
+                    self.events.publish(done.result()[1])
+
+            done.add_done_callback(committed)
+            await _finish(done)
+        return done.result()[0]
+
     async def fetchall(self, sql: str, params: Iterable[Any] = ()) -> list[Row]:
         """All rows of one query, read to the end in one step (never a statement left half-read,
         whose open read transaction would keep the next query in the past)."""
@@ -291,7 +319,7 @@ async def insert(db: Tx, sql: str, params: Iterable[Any]) -> int:
     return new
 
 
-async def _finish(step: Awaitable[None]) -> None:
+async def _finish(step: Awaitable[Any]) -> None:
     """Await ``step`` to its end even when cancelled meanwhile; the cancellation is raised after."""
     future = asyncio.ensure_future(step)
     try:

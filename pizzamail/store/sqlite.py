@@ -7,16 +7,17 @@ reader connection; in WAL mode readers never see a half-done write and never blo
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+import sqlite3
+from collections.abc import AsyncIterator, Coroutine, Generator, Iterable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import aiosqlite
 
-from pizzamail.store import Row, Tx, migrations, now
-from pizzamail.store.events import CommitEvent
+from pizzamail.store import Cursor, Row, T, Tx, Work, migrations, now
+from pizzamail.store.events import CommitEvent, collecting
 from pizzamail.store.sql import SQLITE, statements
 
 
@@ -65,6 +66,15 @@ class SqliteBackend:
         await self._writer.execute("BEGIN IMMEDIATE")
         yield self._writer
 
+    async def at_once(self, work: Work[T]) -> tuple[T, list[CommitEvent]]:
+        """:meth:`Store.write_at_once`: ``work``'s whole transaction in one step of the writer's thread
+        (aiosqlite's own queue of steps, so it runs in turn with the connection's other statements)."""
+        assert self._writer is not None, "store is not open"
+        conn = self._writer._conn
+        # aiosqlite's (untyped) step queue, the one way into its thread
+        done = await self._writer._execute(in_thread, conn, work)  # type: ignore[no-untyped-call]
+        return cast(tuple[T, list[CommitEvent]], done)
+
     async def announce(self, tx: Tx, changes: list[CommitEvent]) -> None:
         """Nothing to do: another process finds SQLite's commits by :meth:`data_version`."""
 
@@ -83,6 +93,83 @@ class SqliteBackend:
         store's own commits."""
         rows = await self.fetchall("PRAGMA data_version", ())
         return int(rows[0][0]) if rows else 0
+
+
+def in_thread(conn: sqlite3.Connection, work: Work[T]) -> tuple[T, list[CommitEvent]]:
+    """``work`` in one transaction of ``conn``, on its own thread; returns its result and events."""
+    tx = _InThread(conn)
+    with collecting(tx) as changes:
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            result = _to_the_end(work(tx))
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+    return result, changes
+
+
+def _to_the_end(step: Coroutine[Any, Any, T]) -> T:
+    """Run a coroutine whose awaits all finish at once (statements of :class:`_InThread`)."""
+    try:
+        step.send(None)
+    except StopIteration as finished:
+        return cast(T, finished.value)
+    step.close()
+    raise RuntimeError("work run at once awaited something besides its statements")
+
+
+class _Ran:
+    """A cursor of :class:`_InThread`: its rows are there already."""
+
+    def __init__(self, cursor: sqlite3.Cursor) -> None:
+        self._cursor = cursor
+
+    @property
+    def rowcount(self) -> int:
+        return self._cursor.rowcount
+
+    async def fetchone(self) -> Row | None:
+        return cast(Row | None, self._cursor.fetchone())
+
+    async def fetchall(self) -> list[Row]:
+        return self._cursor.fetchall()
+
+
+class _Statement:
+    """A statement run already: awaited, or entered, it gives its cursor without suspending."""
+
+    def __init__(self, cursor: _Ran) -> None:
+        self._cursor = cursor
+
+    def __await__(self) -> Generator[Any, None, Cursor]:
+        yield from ()
+        return self._cursor
+
+    async def __aenter__(self) -> Cursor:
+        return self._cursor
+
+    async def __aexit__(self, *exc: Any) -> None:
+        return None
+
+
+@dataclass(frozen=True)
+class _InThread:
+    """A transaction's statements run in the thread that owns the connection, each when sent."""
+
+    conn: sqlite3.Connection
+
+    def execute(self, sql: str, parameters: Iterable[Any] | None = None, /) -> _Statement:
+        return _Statement(_Ran(self.conn.execute(sql, tuple(parameters or ()))))
+
+    async def executemany(self, sql: str, parameters: Iterable[Iterable[Any]], /) -> None:
+        self.conn.executemany(sql, [tuple(row) for row in parameters])
+
+    async def commit(self) -> None:
+        raise RuntimeError("work run at once is committed when it returns")
+
+    async def rollback(self) -> None:
+        raise RuntimeError("work run at once is rolled back when it raises")
 
 
 async def migrate(db: aiosqlite.Connection) -> list[str]:
