@@ -1,0 +1,96 @@
+"""The write lock's priority and work run at once (:meth:`Store.write_at_once`), on both engines."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+
+import pytest
+
+from pizzamail.store import Store, Tx, WriteLock, savepoint
+from pizzamail.store.events import CommitEvent, RunQueued, record
+from pizzamail.store.threads import create_thread
+
+
+async def test_a_priority_write_goes_before_the_ordinary_ones_queued(store: Store) -> None:
+    order: list[str] = []
+
+    async def write(name: str, *, priority: bool = False) -> None:
+        async with store.write(priority=priority) as db:
+            await create_thread(db, subject=name, agent="bot@x")
+            order.append(name)
+
+    async with store.write():  # a write in progress, with the runner's queued behind it
+        queued = [asyncio.create_task(write(f"runner {n}")) for n in range(3)]
+        await asyncio.sleep(0)  # each runs up to its wait for the lock
+        intake = asyncio.create_task(write("intake", priority=True))
+        await asyncio.sleep(0)
+        assert (store._lock.waiting(priority=False), store._lock.waiting(priority=True)) == (3, 1)
+    await asyncio.gather(*queued, intake)
+    assert order == ["intake", "runner 0", "runner 1", "runner 2"]
+
+
+async def test_the_lock_passes_on_a_turn_whose_waiter_was_cancelled() -> None:
+    lock, order = WriteLock(), []
+
+    async def take(name: str, priority: bool) -> None:
+        async with lock.held(priority=priority):
+            order.append(name)
+
+    async with lock.held():
+        gone = asyncio.create_task(take("gone", True))
+        kept = asyncio.create_task(take("kept", False))
+        await asyncio.sleep(0)
+        gone.cancel()
+    await asyncio.gather(kept, gone, return_exceptions=True)
+    assert order == ["kept"]
+    async with lock.held():  # free again
+        pass
+
+
+async def test_work_at_once_commits_and_publishes_its_events(store: Store) -> None:
+    seen: list[CommitEvent] = []
+    store.events.subscribe(RunQueued, seen.append)
+
+    async def work(db: Tx) -> int:
+        thread = await create_thread(db, subject="at once", agent="bot@x")
+        record(db, RunQueued(run=0, thread=thread))
+        return thread
+
+    thread = await store.write_at_once(work, priority=True)
+    assert [r[0] for r in await store.fetchall("SELECT subject FROM threads")] == ["at once"]
+    assert seen == [RunQueued(run=0, thread=thread)]
+
+
+async def test_work_at_once_that_raises_leaves_nothing(store: Store) -> None:
+    seen: list[CommitEvent] = []
+    store.events.subscribe(RunQueued, seen.append)
+
+    async def work(db: Tx) -> None:
+        record(db, RunQueued(run=0, thread=await create_thread(db, subject="lost", agent="bot@x")))
+        raise ValueError("no")
+
+    with pytest.raises(ValueError):
+        await store.write_at_once(work)
+    assert await store.fetchall("SELECT * FROM threads") == [] and seen == []
+
+
+async def test_a_failed_savepoint_drops_its_rows_and_events_only(store: Store) -> None:
+    seen: list[CommitEvent] = []
+    store.events.subscribe(RunQueued, seen.append)
+
+    async def part(db: Tx, subject: str, fail: bool) -> None:
+        async with savepoint(db):
+            record(db, RunQueued(run=0, thread=await create_thread(db, subject=subject, agent="bot@x")))
+            if fail:
+                raise ValueError(subject)
+
+    async def work(db: Tx) -> None:
+        for subject, fail in [("kept", False), ("dropped", True), ("kept too", False)]:
+            with contextlib.suppress(ValueError):
+                await part(db, subject, fail)
+
+    await store.write_at_once(work)
+    rows = await store.fetchall("SELECT id, subject FROM threads ORDER BY id")
+    assert [r[1] for r in rows] == ["kept", "kept too"]
+    assert seen == [RunQueued(run=0, thread=r[0]) for r in rows]
