@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
+import smtplib
 import sqlite3
 import threading
 
@@ -69,3 +71,36 @@ def test_a_crash_between_the_maildir_rename_and_the_index_commit_files_the_mail_
     served.start()  # a quiet start: nothing is left to file
     served.stop()
     assert not [line for line in served.output if "left unfiled" in line]
+
+
+def test_sigkill_amid_concurrent_clients_keeps_every_mail_that_got_250(
+    served: Served, fake_openai: FakeOpenAI
+) -> None:
+    """Mails from several clients share commits (group commit); whatever was answered 250 when
+    the process died is in the store, whichever batch it was in."""
+    fake_openai.script([], then=text("Done."))
+    served.start()
+    answered: list[str] = []
+    enough = threading.Event()
+
+    def client(n: int) -> None:
+        with contextlib.suppress(OSError, smtplib.SMTPException), \
+                smtplib.SMTP("127.0.0.1", served.smtp, timeout=10) as smtp:
+            smtp.login("me", served.password)
+            for i in range(200):
+                msg = task_mail(f"Task {i} of client {n}.", msgid=f"<c{n}-{i}@client.example>")
+                smtp.send_message(msg)
+                answered.append(f"c{n}-{i}@client.example")
+                if len(answered) >= 40:
+                    enough.set()
+
+    clients = [threading.Thread(target=client, args=(n,)) for n in range(4)]
+    for thread in clients:
+        thread.start()
+    assert enough.wait(60)
+    assert served.stop(signal.SIGKILL) == -signal.SIGKILL
+    for thread in clients:
+        thread.join()
+    with sqlite3.connect(served.home / "state.db") as db:
+        stored = {row[0] for row in db.execute("SELECT message_id FROM messages WHERE direction = 'in'")}
+    assert set(answered) <= stored and len(answered) >= 40
