@@ -28,6 +28,11 @@ OWNER, BOT = "me@pizzamail.localhost", "bot@pizzamail.localhost"
 ACCOUNTS = Accounts(user="me", password="secret-pw", addresses=frozenset({OWNER}))
 
 
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store_backend(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
 def mail(n: int, *, msgid: str | None = None) -> bytes:
     msg = EmailMessage()
     msg["From"], msg["To"], msg["Subject"] = OWNER, BOT, f"Task {n}"
@@ -65,7 +70,7 @@ async def test_mails_arriving_together_are_one_commit(store: Store, blobs: BlobS
 class SavedAtOnce:
     """Blobs saved without a thread (so a test knows when a batch waits for the store)."""
 
-    async def save_all(self, datas: list[bytes]) -> list[Blob]:
+    async def save_in(self, db: Tx, datas: list[bytes]) -> list[Blob]:
         return [Blob(digest=digest_of(data), size=len(data)) for data in datas]
 
 
@@ -135,6 +140,7 @@ def send_and_check(port: int, db_path: Path, client: int, count: int) -> list[st
     return missing
 
 
+@pytest.mark.parametrize("store_backend", ["sqlite"])  # read back through SQLite's own connection
 async def test_each_250_comes_after_the_commit_that_holds_its_mail(
     store: Store, smtp_port: int
 ) -> None:

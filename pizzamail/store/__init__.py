@@ -299,6 +299,12 @@ async def savepoint(db: Tx, name: str = "part") -> AsyncIterator[None]:
     await db.execute(f"RELEASE SAVEPOINT {name}")
 
 
+def on_writer_thread(db: Tx) -> bool:
+    """Whether ``db``'s statements run on the writer's own thread (:meth:`Store.write_at_once` on
+    SQLite), where blocking work done beside them holds up no event loop."""
+    return bool(getattr(db, "on_writer_thread", False))
+
+
 def dialect_of(db: Tx) -> str:
     """The SQL dialect of an open transaction (only the PostgreSQL one says)."""
     return str(getattr(db, "dialect", SQLITE))

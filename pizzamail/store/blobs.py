@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, TypeVar
 
-from pizzamail.store import Store
+from pizzamail.store import Store, Tx, on_writer_thread
 
 A = TypeVar("A")
 
@@ -43,8 +43,10 @@ class BlobStore(Protocol):
     async def save(self, data: bytes) -> Blob:
         """Store ``data`` durably (once: the same bytes again are the same blob)."""
 
-    async def save_all(self, datas: list[bytes]) -> list[Blob]:
-        """:meth:`save` of several at once (cheaper than one by one: fsyncs share the disk's time)."""
+    async def save_in(self, db: Tx, datas: list[bytes]) -> list[Blob]:
+        """:meth:`save` of several at once as part of the work of ``db``'s transaction (before
+        anything names them), in the same step when that work runs on the writer's thread
+        (``Store.write_at_once``)."""
 
     async def load(self, digest: str) -> bytes:
         """The bytes of a saved blob; FileNotFoundError for a digest never saved."""
@@ -62,7 +64,7 @@ class FileBlobs:
         return self.put_all([data])[0]
 
     def put_all(self, datas: list[bytes]) -> list[str]:
-        """:meth:`save_all` in the calling thread: each new blob written to a temporary file, fsynced
+        """:meth:`save_in` in the calling thread: each new blob written to a temporary file, fsynced
         and renamed into place, then each folder that got a name fsynced once (a rename is durable
         only with its folder). The fsyncs of a batch run side by side: the filesystem's journal
         takes them in one commit, about the time of one. Returns the digests."""
@@ -78,11 +80,16 @@ class FileBlobs:
         return digests
 
     async def save(self, data: bytes) -> Blob:
-        return (await self.save_all([data]))[0]
+        return (await self._saved([data]))[0]
 
-    async def save_all(self, datas: list[bytes]) -> list[Blob]:
-        digests = await asyncio.to_thread(self.put_all, datas)
-        return [Blob(digest=digest, size=len(data)) for digest, data in zip(digests, datas, strict=True)]
+    async def save_in(self, db: Tx, datas: list[bytes]) -> list[Blob]:
+        """On the writer's thread, written right there (it may block); elsewhere in a thread."""
+        if on_writer_thread(db):
+            return _blobs(self.put_all(datas), datas)
+        return await self._saved(datas)
+
+    async def _saved(self, datas: list[bytes]) -> list[Blob]:
+        return _blobs(await asyncio.to_thread(self.put_all, datas), datas)
 
     def get(self, digest: str) -> bytes:
         return self.path(digest).read_bytes()
@@ -100,6 +107,10 @@ def _each(step: Callable[[A], object], items: list[A]) -> None:
         step(items[0])
     else:
         list(_SYNCING.map(step, items))
+
+
+def _blobs(digests: list[str], datas: list[bytes]) -> list[Blob]:
+    return [Blob(digest=digest, size=len(data)) for digest, data in zip(digests, datas, strict=True)]
 
 
 def _placed(new: tuple[Path, bytes]) -> None:
@@ -133,8 +144,11 @@ class StoredBlobs:
                                      " ON CONFLICT (digest) DO NOTHING", (digest, data))
         return Blob(digest=digest, size=len(data))
 
-    async def save_all(self, datas: list[bytes]) -> list[Blob]:
-        return [await self.save(data) for data in datas]
+    async def save_in(self, db: Tx, datas: list[bytes]) -> list[Blob]:
+        """In the transaction itself: committed with the rows that name them."""
+        await db.executemany("INSERT INTO blobs(digest, data) VALUES (?, ?) ON CONFLICT (digest) DO NOTHING",
+                             [(digest_of(data), data) for data in datas])
+        return _blobs([digest_of(data) for data in datas], datas)
 
     async def load(self, digest: str) -> bytes:
         row = await self.store.fetchone("SELECT data FROM blobs WHERE digest = ?", (digest,))

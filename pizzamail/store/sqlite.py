@@ -158,6 +158,7 @@ class _InThread:
     """A transaction's statements run in the thread that owns the connection, each when sent."""
 
     conn: sqlite3.Connection
+    on_writer_thread: bool = True
 
     def execute(self, sql: str, parameters: Iterable[Any] | None = None, /) -> _Statement:
         return _Statement(_Ran(self.conn.execute(sql, tuple(parameters or ()))))
