@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import json
-from dataclasses import asdict
+from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING
 
 import click
 
 from pizzamail.cli.app import App
-from pizzamail.store.threads import Thread, list_threads
+from pizzamail.store.threads import Thread, count_threads, list_threads
 from pizzamail.store.usage import Usage, thread_usage
 
 if TYPE_CHECKING:
@@ -58,24 +58,44 @@ async def _submit(app: App, text: str, agent: str) -> Stored:
         )
 
 
+LISTED = 50
+"""threads `pizzamail threads` lists unless told otherwise: the newest, a screenful or two"""
+
+
 @click.command()
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@click.option("--limit", type=click.IntRange(min=1), default=LISTED, show_default=True,
+              help="List only the N most recently updated threads.")
+@click.option("--all", "every", is_flag=True, help="List every thread.")
 @click.pass_obj
-def threads(app: App, as_json: bool) -> None:
+def threads(app: App, as_json: bool, limit: int, every: bool) -> None:
     """List threads, newest first, with their status."""
-    found, usage = asyncio.run(_threads(app)) if app.has_store() else ([], {})
+    listed = asyncio.run(_threads(app, None if every else limit, as_json)) if app.has_store() else _Listed()
     if as_json:
-        click.echo(json.dumps([{**asdict(t), "usage": asdict(usage.get(t.id, Usage()))} for t in found],
-                              indent=2))
+        click.echo(json.dumps([{**asdict(t), "usage": asdict(listed.usage.get(t.id, Usage()))}
+                               for t in listed.threads], indent=2))
         return
-    if not found:
+    if not listed.threads:
         click.echo("no threads yet: write to " + app.config.agent.address)
         return
-    click.echo(f"{'ID':>4}  {'STATUS':<8} {'MSGS':>4}  {'UPDATED':<20} SUBJECT")
-    for t in found:
-        click.echo(f"{t.id:>4}  {t.status:<8} {t.messages:>4}  {t.updated_at:<20} {t.subject}")
+    lines = [f"{'ID':>4}  {'STATUS':<8} {'MSGS':>4}  {'UPDATED':<20} SUBJECT"]
+    lines += [f"{t.id:>4}  {t.status:<8} {t.messages:>4}  {t.updated_at:<20} {t.subject}"
+              for t in listed.threads]
+    if listed.total > len(listed.threads):
+        lines.append(f"(the newest {len(listed.threads)} of {listed.total} threads;"
+                     " --limit N or --all for more)")
+    click.echo("\n".join(lines))  # one write (10,000 echoed one by one: 57 ms)
 
 
-async def _threads(app: App) -> tuple[list[Thread], dict[int, Usage]]:
+@dataclass(frozen=True)
+class _Listed:
+    threads: list[Thread] = field(default_factory=list)
+    total: int = 0
+    usage: dict[int, Usage] = field(default_factory=dict)
+
+
+async def _threads(app: App, limit: int | None, with_usage: bool) -> _Listed:
     async with app.store() as store:
-        return await list_threads(store), await thread_usage(store)
+        found = await list_threads(store, limit=limit)
+        total = len(found) if limit is None or len(found) < limit else await count_threads(store)
+        return _Listed(threads=found, total=total, usage=await thread_usage(store) if with_usage else {})

@@ -167,13 +167,21 @@ async def get_message(store: Store, message_row: int) -> Message:
     return Message.from_row(row)
 
 
-async def list_threads(store: Store) -> list[Thread]:
+async def list_threads(store: Store, *, limit: int | None = None) -> list[Thread]:
+    """The threads, the most recently updated first; only the first ``limit`` of them when given
+    (their counts and last errors are read for those only)."""
+    newest = "ORDER BY updated_at DESC, id DESC"
+    first = newest if limit is None else f"{newest} LIMIT ?"
     rows = await store.fetchall(
         "SELECT t.*, (SELECT count(*) FROM messages m WHERE m.thread_id = t.id) AS messages,"
-        " (SELECT error FROM runs r WHERE r.thread_id = t.id ORDER BY r.id DESC LIMIT 1)"
-        " AS last_error FROM threads t ORDER BY t.updated_at DESC, t.id DESC"
-    )
+        " (SELECT error FROM runs r WHERE r.thread_id = t.id ORDER BY r.id DESC LIMIT 1) AS last_error"
+        f" FROM (SELECT * FROM threads {first}) t {newest}", () if limit is None else (limit,))
     return [Thread(**dict(r)) for r in rows]
+
+
+async def count_threads(store: Store) -> int:
+    row = await store.fetchone("SELECT count(*) FROM threads")
+    return int(row[0]) if row else 0
 
 
 async def log_event(

@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 
 from pizzamail.store import Store
+from pizzamail.store.threads import list_threads
+from tests.test_threads_listing import fill
 
 
 async def test_a_read_cancelled_midway_does_not_leave_later_reads_in_the_past(store: Store) -> None:
@@ -19,3 +21,9 @@ async def test_a_read_cancelled_midway_does_not_leave_later_reads_in_the_past(st
         await db.execute("INSERT INTO t VALUES (3)")
     row = await store.fetchone("SELECT count(*) FROM t")
     assert row is not None and row[0] == 4
+
+
+async def test_a_page_of_threads_is_the_newest(store: Store) -> None:
+    await fill(store, 5)
+    assert [t.id for t in await list_threads(store, limit=2)] == [5, 4]
+    assert [t.id for t in await list_threads(store)] == [5, 4, 3, 2, 1]
