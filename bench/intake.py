@@ -1,11 +1,12 @@
 """Durable SMTP intake throughput against a bare aiosmtpd server, measured in the same run.
 
-Both servers run in their own process with the same AUTH settings; 4 client threads each send
-messages over one authenticated connection. The baseline handler answers 250 without doing
-anything; pizzamail's handler parses, fsyncs the blob and commits thread, message and run before
-it answers. Prints messages per second for both and their ratio.
+Both servers run in their own process with the same AUTH settings and the same event loop;
+``--clients`` client threads (4) each send messages over one authenticated connection. The baseline
+handler answers 250 without doing anything; pizzamail's handler parses, fsyncs the blob and commits
+thread, message and run before it answers (mails arriving together share one commit). Prints
+messages per second for both and their ratio.
 
-    python bench/intake.py [--messages 200]
+    python bench/intake.py [--messages 400] [--clients 4]
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from pizzamail.intake.smtp import IntakeHandler, authenticator, start_smtp_serve
 from pizzamail.store import Store
 from pizzamail.store.blobs import FileBlobs
 
-OWNER, BOT, CLIENTS = "me@pizzamail.localhost", "bot@pizzamail.localhost", 4
+OWNER, BOT = "me@pizzamail.localhost", "bot@pizzamail.localhost"
 ACCOUNTS = Accounts(user="me", password="pw", addresses=frozenset({OWNER}))
 
 
@@ -76,29 +77,30 @@ def client(port: int, count: int) -> None:
             smtp.sendmail(OWNER, [BOT], message(i))
 
 
-def measure(kind: str, messages: int) -> float:
+def measure(kind: str, messages: int, clients: int) -> float:
     with tempfile.TemporaryDirectory() as home:
         (Path(home) / "blobs").mkdir()
         ports: mp.Queue[int] = mp.Queue()
         proc = mp.Process(target=server_process, args=(kind, ports, home), daemon=True)
         proc.start()
         port = ports.get(timeout=30)
-        per_client = messages // CLIENTS
+        per_client = messages // clients
         start = time.perf_counter()
-        with ThreadPoolExecutor(CLIENTS) as pool:
-            list(pool.map(lambda _: client(port, per_client), range(CLIENTS)))
+        with ThreadPoolExecutor(clients) as pool:
+            list(pool.map(lambda _: client(port, per_client), range(clients)))
         elapsed = time.perf_counter() - start
         proc.terminate()
         proc.join()
-    return per_client * CLIENTS / elapsed
+    return per_client * clients / elapsed
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--messages", type=int, default=400)
+    parser.add_argument("--clients", type=int, default=4)
     args = parser.parse_args()
-    baseline = measure("baseline", args.messages)
-    ours = measure("pizzamail", args.messages)
+    baseline = measure("baseline", args.messages, args.clients)
+    ours = measure("pizzamail", args.messages, args.clients)
     print(f"bare aiosmtpd (no-op handler): {baseline:8.1f} msg/s")
     print(f"pizzamail durable intake:      {ours:8.1f} msg/s")
     print(f"ratio pizzamail / baseline:    {ours / baseline:8.2f}")
