@@ -32,7 +32,7 @@ from pizzamail.intake.smtp import IntakeHandler, authenticator, start_smtp_serve
 from pizzamail.store import Store
 from pizzamail.store.blobs import FileBlobs
 
-OWNER, BOT = "me@pizzamail.localhost", "bot@pizzamail.localhost"
+OWNER, BOT, CLIENTS = "me@pizzamail.localhost", "bot@pizzamail.localhost", 4
 ACCOUNTS = Accounts(user="me", password="pw", addresses=frozenset({OWNER}))
 
 
@@ -77,7 +77,7 @@ def client(port: int, count: int) -> None:
             smtp.sendmail(OWNER, [BOT], message(i))
 
 
-def measure(kind: str, messages: int, clients: int) -> float:
+def measure(kind: str, messages: int, clients: int = CLIENTS) -> float:
     with tempfile.TemporaryDirectory() as home:
         (Path(home) / "blobs").mkdir()
         ports: mp.Queue[int] = mp.Queue()
@@ -97,7 +97,7 @@ def measure(kind: str, messages: int, clients: int) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--messages", type=int, default=400)
-    parser.add_argument("--clients", type=int, default=4)
+    parser.add_argument("--clients", type=int, default=CLIENTS)
     args = parser.parse_args()
     baseline = measure("baseline", args.messages, args.clients)
     ours = measure("pizzamail", args.messages, args.clients)
