@@ -102,10 +102,11 @@ def in_thread(conn: sqlite3.Connection, work: Work[T]) -> tuple[T, list[CommitEv
         conn.execute("BEGIN IMMEDIATE")
         try:
             result = _to_the_end(work(tx))
+            conn.execute("COMMIT")
         except BaseException:
-            conn.execute("ROLLBACK")
+            if conn.in_transaction:  # a failed COMMIT too: the connection is left with none open
+                conn.execute("ROLLBACK")
             raise
-        conn.execute("COMMIT")
     return result, changes
 
 

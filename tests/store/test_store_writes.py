@@ -94,3 +94,16 @@ async def test_a_failed_savepoint_drops_its_rows_and_events_only(store: Store) -
     rows = await store.fetchall("SELECT id, subject FROM threads ORDER BY id")
     assert [r[1] for r in rows] == ["kept", "kept too"]
     assert seen == [RunQueued(run=0, thread=r[0]) for r in rows]
+
+
+@pytest.mark.parametrize("store_backend", ["sqlite"])  # PostgreSQL's work runs on the event loop
+async def test_work_at_once_that_really_awaits_is_refused_and_rolled_back(store: Store) -> None:
+    async def work(db: Tx) -> None:
+        await create_thread(db, subject="half", agent="bot@x")
+        await asyncio.sleep(0)  # not a statement: it would need the event loop, on another thread
+
+    with pytest.raises(RuntimeError, match="besides its statements"):
+        await store.write_at_once(work)
+    assert await store.fetchall("SELECT * FROM threads") == []
+    async with store.write() as db:  # the writer is usable: no transaction was left open
+        await create_thread(db, subject="whole", agent="bot@x")
