@@ -247,9 +247,7 @@ def addressed_agent(recipients: list[str], msg: EmailMessage, agents: frozenset[
 
 
 def _header_addresses(msg: EmailMessage, name: str) -> list[str]:
-    """The addresses of every ``name`` header, read from their raw text: the modern policy's full
-    parse of each header cost more than the rest of a small mail's intake."""
-    values = [str(v) for k, v in msg.raw_items() if k.lower() == name.lower()]
+    values = [str(v) for v in msg.get_all(name) or []]
     return [_base_address(addr) for _, addr in getaddresses(values) if addr]
 
 
