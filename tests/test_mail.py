@@ -45,3 +45,16 @@ def test_one_parse_carries_the_shown_headers_and_the_attached_files() -> None:
     [mail, pdf] = parsed.files
     assert (pdf.filename, pdf.content_type, pdf.data) == ("n.bin", "application/pdf", b"%PDF")
     assert parse_mail(mail.data).subject == "Invoice" and parsed.attachments == ["fwd.eml", "n.bin"]
+
+
+def test_a_parts_type_follows_its_content_type_header_when_it_changes() -> None:
+    """The type is kept between reads (the modern policy re-parses the header at each): a changed
+    header, or a changed default type, is read afresh."""
+    msg = parse_bytes(b"Subject: x\r\nContent-Type: text/plain\r\n\r\nhi\r\n")
+    assert msg.get_content_type() == "text/plain"
+    msg.replace_header("Content-Type", "text/html")
+    assert msg.get_content_type() == "text/html"
+    del msg["Content-Type"]
+    assert msg.get_content_type() == "text/plain"
+    msg.set_default_type("message/rfc822")
+    assert msg.get_content_type() == "message/rfc822"
