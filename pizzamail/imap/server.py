@@ -120,13 +120,25 @@ class Connection:
             if sync:
                 await self.send(b"+ Ready for literal data\r\n")
                 await self.flush()
+                self._ack_now()
             parts.append(await self.reader.readexactly(size))
+            self._ack_now()
             next_line = await self.read_line()
             if next_line is None:
                 return None
             parts.append(next_line)
             line = next_line
         return b"".join(parts)
+
+    def _ack_now(self) -> None:
+        """ACK what arrived at once. A client such as imaplib writes a literal and its closing
+        CRLF in two sends; under Nagle the CRLF waits for the literal's ACK, which Linux delays by
+        up to 40 ms after we spoke (the "+" continuation). Leaving that delayed-ACK mode sends
+        the pending ACK now (and ACKs what comes next at once)."""
+        sock = self.writer.get_extra_info("socket")
+        if sock is not None and hasattr(socket, "TCP_QUICKACK"):
+            with contextlib.suppress(OSError):
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_QUICKACK, 1)
 
     async def _refuse_literal(self, tag: bytes, size: int, sync: bool, refusal: bytes) -> None:
         """Too big: a synchronising literal is simply not asked for; a LITERAL+ one is already
