@@ -234,7 +234,7 @@ def start_dovecot(tmp: Path, maildir: Path) -> Server:
 
 async def _serve_pizzamail(home: Path, port: int) -> None:
     from pizzamail.auth import Accounts
-    from pizzamail.imap import start_imap_server
+    from pizzamail.imap import cache, start_imap_server
     from pizzamail.mailbox import Mailbox
     from pizzamail.store import Store
 
@@ -245,7 +245,7 @@ async def _serve_pizzamail(home: Path, port: int) -> None:
     loop.add_signal_handler(signal.SIGINT, stopping.set)
     async with Store(path=home / "state.db") as store:
         started = time.perf_counter()
-        mailbox = await Mailbox(root=home / "Maildir", store=store).open()
+        mailbox = await Mailbox(root=home / "Maildir", store=store, describe=cache.describe).open()
         print(f"indexed in {time.perf_counter() - started:.1f} s", flush=True)
         server = await start_imap_server(host="127.0.0.1", port=port, mailbox=mailbox, accounts=accounts)
         await stopping.wait()

@@ -24,7 +24,7 @@ from pizzamail.mailbox.folders import STANDARD_FOLDERS, check_names
 from pizzamail.mailbox.index import ChangeEvents
 from pizzamail.store import Store
 from pizzamail.store import mailindex as index
-from pizzamail.store.mailindex import Counts, Folder, MailRow, NewMail, Structures
+from pizzamail.store.mailindex import Counts, Folder, MailRow, NewMail, Outline, Structures
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -53,7 +53,12 @@ def _whole(change: Callable[P, Coroutine[Any, Any, T]]) -> Callable[P, Coroutine
 class Mailbox:
     root: Path
     store: Store
+    #: what the index caches of a delivered message (the IMAP server's header cache; None: nothing,
+    #: FETCH fills it on first read)
+    describe: Callable[[bytes], Structures] | None = None
     _changes: ChangeEvents = field(default_factory=ChangeEvents)
+    #: the last outline of each folder, good while the folder's modseq is the same
+    _outlines: dict[int, Outline] = field(default_factory=dict)
 
     async def open(self, *, reconcile: bool = True) -> Mailbox:
         """The standard folders made; the index brought in line with the files unless another
@@ -149,7 +154,7 @@ class Mailbox:
         floor = await index.first_recent(self.store, folder.id)
         return folder.uidnext if floor is None else floor
 
-    async def claim_recent(self, folder: Folder, uids: list[int]) -> set[int]:
+    async def claim_recent(self, folder: Folder, uids: Sequence[int]) -> set[int]:
         """Of ``uids``, the ones still recent, which from now on are recent for the caller only.
 
         Kept in the folder's row, so it survives restarts and dies with the folder; a write
@@ -172,6 +177,24 @@ class Mailbox:
     async def messages(self, folder: Folder) -> list[MailRow]:
         return await index.mail_in(self.store, folder.id)
 
+    async def outline(self, folder: Folder) -> Outline | None:
+        """Kept per folder, so that opening an unchanged folder costs one lookup of its modseq."""
+        kept = self._outlines.get(folder.id)
+        if kept is not None and kept.modseq == await self.modseq(folder):
+            return kept
+        fresh = await index.outline(self.store, folder.id)
+        if fresh is None:
+            self._outlines.pop(folder.id, None)
+        else:
+            self._outlines[folder.id] = fresh
+        return fresh
+
+    async def rows(self, folder: Folder, uids: Sequence[int]) -> dict[int, MailRow]:
+        return await index.mail_of(self.store, folder.id, uids)
+
+    async def cached_rows(self, folder: Folder, uids: Sequence[int]) -> dict[int, tuple[MailRow, Structures]]:
+        return await index.cached_mail_of(self.store, folder.id, uids)
+
     async def message(self, folder: Folder, uid: int) -> MailRow | None:
         return await index.mail_entry(self.store, folder.id, uid)
 
@@ -190,9 +213,6 @@ class Mailbox:
 
     async def expunged_since(self, folder: Folder, modseq: int) -> list[int]:
         return await index.expunged_since(self.store, folder.id, modseq)
-
-    async def structures(self, folder: Folder, first: int, last: int) -> dict[int, Structures]:
-        return await index.structures(self.store, folder.id, first, last)
 
     async def save_structures(self, folder: Folder, computed: dict[int, Structures]) -> None:
         async with self.store.write() as db:
@@ -240,13 +260,22 @@ class Mailbox:
                 return uid
             existing = await asyncio.to_thread(maildir.written, self.path(folder), base, flag_set)
         base = base or maildir.unique_base()
-        subdir = existing if existing is not None else await asyncio.to_thread(
-            maildir.write_atomic, self.path(folder), base, data, stamp, flag_set)
-        new = NewMail(name=base, subdir=subdir, size=len(data), internaldate=stamp, flags=frozenset(flag_set))
+        subdir, cached = await asyncio.to_thread(self._write, folder, base, data, stamp, flag_set, existing)
+        new = NewMail(name=base, subdir=subdir, size=len(data), internaldate=stamp, flags=frozenset(flag_set),
+                      cached=cached)
         async with self.store.write() as db:
             [uid] = await index.add_mail(db, folder.id, [new], message_ref=message_ref)
         self._changes.changed(folder.id)
         return uid
+
+    def _write(
+        self, folder: Folder, base: str, data: bytes, stamp: int, flags: set[str], existing: str | None,
+    ) -> tuple[str, Structures]:
+        """The file written (unless it is there already) and what the index caches of it: one
+        trip to the worker thread."""
+        subdir = existing if existing is not None else maildir.write_atomic(
+            self.path(folder), base, data, stamp, flags)
+        return subdir, self.describe(data) if self.describe is not None else Structures()
 
     async def _link(self, folder: Folder, uid: int, message_ref: int | None) -> None:
         if message_ref is None:

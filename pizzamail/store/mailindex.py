@@ -1,5 +1,6 @@
 """The IMAP mail index: folders (UIDVALIDITY, UIDNEXT, modseq, \\Recent) and the Maildir files in
-them (UID, flags, size, cached ENVELOPE/BODYSTRUCTURE), plus the QRESYNC memory of expunged UIDs.
+them (UID, flags, size, cached header fields, ENVELOPE and BODYSTRUCTURE), plus the QRESYNC memory
+of expunged UIDs.
 
 Reads take the store; writes take the transaction's connection (``db``), because the mailbox pairs
 each of them with file changes inside one transaction. Flags are kept as one space-separated text.
@@ -8,7 +9,8 @@ each of them with file changes inside one transaction. Flags are kept as one spa
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
+from array import array
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from pizzamail.store import Row, Store, Tx
@@ -16,6 +18,8 @@ from pizzamail.store import Row, Store, Tx
 #: UIDs per query: well under SQLite's limit on bound parameters
 _CHUNK = 500
 _MAIL = "SELECT uid, name, subdir, size, internaldate, flags, modseq FROM mail"
+_MAIL_CACHED = ("SELECT uid, name, subdir, size, internaldate, flags, modseq, headers, envelope,"
+                " bodystructure FROM mail")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -45,14 +49,25 @@ class MailRow:
 
 
 @dataclass(frozen=True, kw_only=True)
+class Structures:
+    """What is cached of a message, once computed (None: not yet): its ENVELOPE and BODYSTRUCTURE
+    in wire form, and the raw lines of the header fields clients list (``headers``)."""
+
+    envelope: bytes | None = None
+    bodystructure: bytes | None = None
+    headers: bytes | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
 class NewMail:
-    """A file about to be indexed."""
+    """A file about to be indexed, with what is cached of it (nothing for a file found on disk)."""
 
     name: str
     subdir: str
     size: int
     internaldate: int
     flags: frozenset[str]
+    cached: Structures = Structures()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -65,11 +80,14 @@ class Counts:
 
 
 @dataclass(frozen=True, kw_only=True)
-class Structures:
-    """A message's ENVELOPE and BODYSTRUCTURE in wire form, once computed (None: not yet)."""
+class Outline:
+    """What opening a folder needs, without a row per message: its modseq, the UIDs (4 bytes
+    each), the first unseen UID and the keywords in use."""
 
-    envelope: bytes | None = None
-    bodystructure: bytes | None = None
+    modseq: int
+    uids: array[int]
+    first_unseen: int | None
+    keywords: frozenset[str]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -119,6 +137,55 @@ async def first_recent(store: Store, folder_id: int) -> int | None:
 async def folder_modseq(store: Store, folder_id: int) -> int | None:
     row = await store.fetchone("SELECT modseq FROM folders WHERE id = ?", (folder_id,))
     return int(row["modseq"]) if row else None
+
+
+async def outline(store: Store, folder_id: int) -> Outline | None:
+    """The folder's outline. Its modseq is read first: a change landing in between shows up in
+    the rest, which a session catching up from that modseq then sees again (harmless)."""
+    modseq = await folder_modseq(store, folder_id)
+    if modseq is None:
+        return None
+    rows = await store.fetchall("SELECT uid FROM mail WHERE folder_id = ? ORDER BY uid", (folder_id,))
+    unseen = await store.fetchone(
+        "SELECT min(uid) AS uid FROM mail WHERE folder_id = ? AND ' ' || flags || ' ' NOT LIKE ? ESCAPE '!'",
+        (folder_id, "% \\Seen %"))
+    texts = await store.fetchall("SELECT DISTINCT flags FROM mail WHERE folder_id = ? AND flags <> ''",
+                                 (folder_id,))
+    keywords = {f for r in texts for f in r["flags"].split() if not f.startswith("\\")}
+    return Outline(modseq=modseq, uids=array("I", (r[0] for r in rows)),
+                   first_unseen=unseen["uid"] if unseen else None, keywords=frozenset(keywords))
+
+
+async def mail_of(store: Store, folder_id: int, uids: Sequence[int]) -> dict[int, MailRow]:
+    """Index entries of these UIDs (ascending); expunged ones are missing."""
+    return {r["uid"]: _mail(r) for r in await _rows_of(store, _MAIL, folder_id, uids)}
+
+
+async def cached_mail_of(
+    store: Store, folder_id: int, uids: Sequence[int],
+) -> dict[int, tuple[MailRow, Structures]]:
+    """:func:`mail_of` with what is cached of each message."""
+    rows = await _rows_of(store, _MAIL_CACHED, folder_id, uids)
+    return {r["uid"]: (_mail(r), Structures(envelope=_blob(r["envelope"]), headers=_blob(r["headers"]),
+                                            bodystructure=_blob(r["bodystructure"]))) for r in rows}
+
+
+async def _rows_of(store: Store, select: str, folder_id: int, uids: Sequence[int]) -> list[Row]:
+    """A range query per chunk where the UIDs are dense (a listing of 1:*), else a list of UIDs."""
+    found: list[Row] = []
+    for start in range(0, len(uids), _CHUNK):
+        chunk = uids[start:start + _CHUNK]
+        first, last = chunk[0], chunk[-1]
+        if last - first < 2 * len(chunk):
+            wanted = set(chunk)
+            rows = await store.fetchall(select + " WHERE folder_id = ? AND uid BETWEEN ? AND ?",
+                                        (folder_id, first, last))
+            found += [r for r in rows if r["uid"] in wanted]
+        else:
+            marks = ", ".join("?" * len(chunk))
+            found += await store.fetchall(select + f" WHERE folder_id = ? AND uid IN ({marks})",
+                                          (folder_id, *chunk))
+    return found
 
 
 async def mail_in(store: Store, folder_id: int) -> list[MailRow]:
@@ -172,16 +239,6 @@ async def counts(store: Store, folder_id: int, recent_from: int) -> Counts:
     assert row is not None
     return Counts(messages=int(row["messages"]), unseen=int(row["unseen"] or 0),
                   recent=int(row["recent"] or 0))
-
-
-async def structures(store: Store, folder_id: int, first: int, last: int) -> dict[int, Structures]:
-    """Cached ENVELOPE/BODYSTRUCTURE of the messages with UIDs from ``first`` to ``last``."""
-    rows = await store.fetchall(
-        "SELECT uid, envelope, bodystructure FROM mail WHERE folder_id = ? AND uid BETWEEN ? AND ?",
-        (folder_id, first, last),
-    )
-    return {int(r["uid"]): Structures(envelope=_blob(r["envelope"]), bodystructure=_blob(r["bodystructure"]))
-            for r in rows}
 
 
 def _blob(value: bytes | None) -> bytes | None:
@@ -280,10 +337,11 @@ async def add_mail(
     first = await _one(db, "SELECT uidnext FROM folders WHERE id = ?", (folder_id,))
     await db.execute("UPDATE folders SET uidnext = uidnext + ? WHERE id = ?", (len(files), folder_id))
     await db.executemany(
-        "INSERT INTO mail(folder_id, uid, name, subdir, size, internaldate, flags, modseq, message_ref)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "INSERT INTO mail(folder_id, uid, name, subdir, size, internaldate, flags, modseq, message_ref,"
+        " headers, envelope, bodystructure) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         [(folder_id, first + n, f.name, f.subdir, f.size, f.internaldate, flags_text(f.flags), modseq,
-          message_ref) for n, f in enumerate(files)],
+          message_ref, f.cached.headers, f.cached.envelope, f.cached.bodystructure)
+         for n, f in enumerate(files)],
     )
     if message_ref is not None:
         await mark_filed(db, message_ref)
@@ -326,7 +384,7 @@ async def forget_mail(db: Tx, folder_id: int, uids: list[int]) -> None:
 async def save_structures(db: Tx, folder_id: int, computed: dict[int, Structures]) -> None:
     """Cache what FETCH computed; a value left None keeps what is cached."""
     await db.executemany(
-        "UPDATE mail SET envelope = coalesce(?, envelope), bodystructure = coalesce(?, bodystructure)"
-        " WHERE folder_id = ? AND uid = ?",
-        [(s.envelope, s.bodystructure, folder_id, uid) for uid, s in computed.items()],
+        "UPDATE mail SET envelope = coalesce(?, envelope), bodystructure = coalesce(?, bodystructure),"
+        " headers = coalesce(?, headers) WHERE folder_id = ? AND uid = ?",
+        [(s.envelope, s.bodystructure, s.headers, folder_id, uid) for uid, s in computed.items()],
     )

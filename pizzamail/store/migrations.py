@@ -489,6 +489,15 @@ MIGRATIONS: list[tuple[str, str | dict[str, str]]] = [
         )
         """},
     ),
+    (
+        # The header fields clients list (From, To, Cc, Subject, Date, Message-ID, References,
+        # In-Reply-To, Content-Type), their raw lines in the file's order, so a header listing
+        # answers from the index without opening the message files. NULL: not read yet.
+        "026_mail_header_cache",
+        """
+        ALTER TABLE mail ADD COLUMN headers BLOB
+        """,
+    ),
 ]
 
 
