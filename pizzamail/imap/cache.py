@@ -2,8 +2,9 @@
 lines of the header fields clients list, ENVELOPE and BODYSTRUCTURE.
 
 The cached lines are the fields' blocks exactly as :func:`mime.header_blocks` cuts them from the
-file, in the file's order, repeats included; ``HEADER.FIELDS`` over them is therefore byte for byte
-what it is over the whole header, as long as every requested field is one of the cached ones.
+file (with their names), in the file's order, repeats included; ``HEADER.FIELDS`` over them is
+therefore byte for byte what it is over the whole header, as long as every requested field is one
+of the cached ones.
 """
 
 from __future__ import annotations
@@ -24,13 +25,13 @@ def describe(data: bytes) -> Structures:
 
 
 def header_lines(header: bytes) -> bytes | None:
-    """The blocks of the cached fields, in order; None when a cached field's block begins with
-    blank space (a header that starts with a continuation line): cut from the rest it would read
-    as a continuation of the block before it."""
-    kept = [raw for name, raw in mime.header_blocks(header) if name in FIELDS]
-    if any(raw[:1] in (b" ", b"\t") for raw in kept):
+    """The blocks of the cached fields in the file's order, each as ``name NUL raw NUL`` (name
+    lower-case, raw with its continuation lines and line ends), so that answering needs no
+    parsing; None when the header holds a NUL byte, which would break that framing (such a
+    message is answered from its file)."""
+    if b"\0" in header:
         return None
-    return b"".join(kept)
+    return b"".join(name + b"\0" + raw + b"\0" for name, raw in mime.header_blocks(header) if name in FIELDS)
 
 
 def answers(section: Section | None) -> bool:
@@ -39,6 +40,9 @@ def answers(section: Section | None) -> bool:
             and all(f.lower() in FIELDS for f in section.fields))
 
 
-def header_fields(lines: bytes, section: Section) -> bytes:
-    """``HEADER.FIELDS (...)`` answered from the cached lines (see :func:`answers`)."""
-    return mime.filter_header(lines, section.fields, keep=True)
+def header_fields(lines: bytes, wanted: frozenset[bytes]) -> bytes:
+    """``HEADER.FIELDS`` of the lower-case names ``wanted`` (see :func:`answers`), from the
+    cached lines: what :func:`mime.filter_header` gives over the whole header."""
+    parts = lines.split(b"\0")[:-1]  # each block ends in a NUL
+    return b"".join([raw for name, raw in zip(parts[0::2], parts[1::2], strict=True) if name in wanted]) \
+        + b"\r\n"

@@ -40,6 +40,8 @@ class _Message:
 
 _NO_FILE = _Message(b"")  # answered from the index alone
 Entry = tuple[MailRow, Structures]
+#: renders one item of one message (a header listing renders thousands: decided once per FETCH)
+Render = Callable[[MailRow, Structures, _Message], bytes]
 
 
 @dataclass
@@ -47,10 +49,16 @@ class Fetcher:
     view: View
     atts: tuple[FetchAtt, ...]
     computed: dict[int, dict[str, bytes]] = field(default_factory=dict)
+    renders: list[Render] = field(default_factory=list)
+    #: the lower-case field names of each HEADER.FIELDS item the cache answers
+    from_cache: dict[FetchAtt, frozenset[bytes]] = field(default_factory=dict)
 
     async def run(self, uids: list[int], *, uid_command: bool, send: Send) -> None:
         if uid_command and not any(a.name == "UID" for a in self.atts):
             self.atts = (FetchAtt("UID"), *self.atts)
+        self.from_cache = {a: frozenset(f.lower() for f in a.section.fields) for a in self.atts
+                           if a.section is not None and cache.answers(a.section)}
+        self.renders = [self._render(att) for att in self.atts]
         for start in range(0, len(uids), _BATCH):
             entries = await self._entries(uids[start:start + _BATCH])
             marked = await self._mark_seen(entries)
@@ -63,7 +71,7 @@ class Fetcher:
     async def _entries(self, uids: list[int]) -> dict[int, Entry]:
         """The index entries of ``uids`` (expunged ones left out), with what is cached of each
         when an item can be answered from that."""
-        if any(a.name in _CACHED or cache.answers(a.section) for a in self.atts):
+        if self.from_cache or any(a.name in _CACHED for a in self.atts):
             return await self.view.mailbox.cached_rows(self.view.folder, uids)
         return {u: (row, _NOTHING) for u, row in (await self.view.rows(uids)).items()}
 
@@ -89,7 +97,7 @@ class Fetcher:
                 continue
             if att.name == "BODYSTRUCTURE" and cached.bodystructure is not None:
                 continue
-            if cached.headers is not None and cache.answers(att.section):
+            if cached.headers is not None and att in self.from_cache:
                 continue
             return True
         return False
@@ -124,36 +132,35 @@ class Fetcher:
         return all(_from_header(att) for att in self.atts)
 
     def _response(self, row: MailRow, cached: Structures, message: _Message, flags_changed: bool) -> bytes:
-        items = [self._item(att, row, cached, message) for att in self.atts]
+        items = [render(row, cached, message) for render in self.renders]
         # Flags this FETCH changed are reported with their new MODSEQ (RFC 7162 §3.2.4), whether
         # or not the client asked for FLAGS.
         asked = {a.name for a in self.atts}
         for extra in ("FLAGS", "MODSEQ") if flags_changed else ():
             if extra not in asked and (extra == "FLAGS" or self.view.enabled.condstore):
-                items.append(self._item(FetchAtt(extra), row, cached, message))
+                items.append(self._render(FetchAtt(extra))(row, cached, message))
         return b"* %d FETCH (%s)\r\n" % (self.view.seq(row.uid), b" ".join(items))
 
-    def _item(self, att: FetchAtt, row: MailRow, cached: Structures, message: _Message) -> bytes:
+    def _render(self, att: FetchAtt) -> Render:
         name = att.name
-        if name == "UID":
-            return b"UID %d" % row.uid
-        if name == "FLAGS":
-            return b"FLAGS " + wire.flag_list(self.view.flags(row))
-        if name == "INTERNALDATE":
-            return b"INTERNALDATE " + wire.date_time(row.internaldate)
-        if name == "RFC822.SIZE":
-            return b"RFC822.SIZE %d" % row.size
-        if name == "MODSEQ":
-            return b"MODSEQ (%d)" % row.modseq
+        flags = self.view.flags
+        simple: dict[str, Render] = {
+            "UID": lambda row, c, m: b"UID %d" % row.uid,
+            "FLAGS": lambda row, c, m: b"FLAGS " + wire.flag_list(flags(row)),
+            "INTERNALDATE": lambda row, c, m: b"INTERNALDATE " + wire.date_time(row.internaldate),
+            "RFC822.SIZE": lambda row, c, m: b"RFC822.SIZE %d" % row.size,
+            "MODSEQ": lambda row, c, m: b"MODSEQ (%d)" % row.modseq,
+            "BODY": lambda row, c, m: b"BODY " + structure.body_structure(m.tree(), extended=False),
+        }
+        if name in simple:
+            return simple[name]
         if name in _CACHED:
-            return name.encode() + b" " + self._cached(name, row.uid, cached, message)
-        if name == "BODY":
-            return b"BODY " + structure.body_structure(message.tree(), extended=False)
+            return lambda row, c, m: name.encode() + b" " + self._cached(name, row.uid, c, m)
         if name == "BODY[]":
-            return self._section(att, row.uid, cached, message)
+            return self._section(att)
         if name in ("BINARY[]", "BINARY.SIZE[]"):
-            return self._binary(att, message)
-        return name.encode() + b" " + wire.literal(_rfc822(name, message.data))
+            return lambda row, c, m: self._binary(att, m)
+        return lambda row, c, m: name.encode() + b" " + wire.literal(_rfc822(name, m.data))
 
     def _cached(self, name: str, uid: int, cached: Structures, message: _Message) -> bytes:
         value = cached.envelope if name == "ENVELOPE" else cached.bodystructure
@@ -165,21 +172,29 @@ class Fetcher:
             self.computed.setdefault(uid, {})[name] = value
         return value
 
-    def _section(self, att: FetchAtt, uid: int, cached: Structures, message: _Message) -> bytes:
-        assert att.section is not None
-        if cache.answers(att.section):
-            data = self._header_fields(att.section, uid, cached, message)
-        else:
-            tree = message.tree() if att.section.part else None
-            data = mime.section_bytes(message.data, att.section, tree)
-        label = b"BODY[" + att.section.wire() + b"]"
+    def _section(self, att: FetchAtt) -> Render:
+        section = att.section
+        assert section is not None
+        label = b"BODY[" + section.wire() + b"]"
+        start, length = att.partial or (0, None)
         if att.partial is not None:
-            start, length = att.partial
-            data = data[start:start + length]
             label += b"<%d>" % start
-        return label + b" " + wire.literal(data)
+        wanted = self.from_cache.get(att)
 
-    def _header_fields(self, section: Section, uid: int, cached: Structures, message: _Message) -> bytes:
+        def render(row: MailRow, cached: Structures, message: _Message) -> bytes:
+            if wanted is not None:
+                data = self._header_fields(section, wanted, row.uid, cached, message)
+            else:
+                data = mime.section_bytes(message.data, section, message.tree() if section.part else None)
+            if length is not None:
+                data = data[start:start + length]
+            return label + b" " + wire.literal(data)
+
+        return render
+
+    def _header_fields(
+        self, section: Section, wanted: frozenset[bytes], uid: int, cached: Structures, message: _Message,
+    ) -> bytes:
         """From the cached lines; a message read without them has them cached now (a migrated
         home's or a folder's found on disk: their first listing fills the cache)."""
         lines = cached.headers
@@ -188,7 +203,7 @@ class Fetcher:
             if lines is None:
                 return mime.section_bytes(message.data, section)
             self.computed.setdefault(uid, {})["HEADERS"] = lines
-        return cache.header_fields(lines, section)
+        return cache.header_fields(lines, wanted)
 
     def _binary(self, att: FetchAtt, message: _Message) -> bytes:
         assert att.section is not None

@@ -8,6 +8,7 @@ each of them with file changes inside one transaction. Flags are kept as one spa
 
 from __future__ import annotations
 
+import functools
 import time
 from array import array
 from collections.abc import Iterable, Sequence
@@ -113,8 +114,12 @@ def _folder(row: Row) -> Folder:
 
 def _mail(row: Row) -> MailRow:
     return MailRow(uid=row["uid"], name=row["name"], subdir=row["subdir"], size=row["size"],
-                   internaldate=row["internaldate"], flags=frozenset(row["flags"].split()),
-                   modseq=row["modseq"])
+                   internaldate=row["internaldate"], flags=_flag_set(row["flags"]), modseq=row["modseq"])
+
+
+@functools.lru_cache(maxsize=1024)  # a folder's messages share a few combinations of flags
+def _flag_set(text: str) -> frozenset[str]:
+    return frozenset(text.split())
 
 
 # -- reads ------------------------------------------------------------------------------------------
