@@ -7,7 +7,7 @@ message file. Index entries are read a batch at a time, files too, off the event
 
 from __future__ import annotations
 
-import dataclasses
+import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
@@ -59,20 +59,35 @@ class Fetcher:
         self.from_cache = {a: frozenset(f.lower() for f in a.section.fields) for a in self.atts
                            if a.section is not None and cache.answers(a.section)}
         self.renders = [self._render(att) for att in self.atts]
-        for start in range(0, len(uids), _BATCH):
-            entries = await self._entries(uids[start:start + _BATCH])
-            marked = await self._mark_seen(entries)
-            for part in by_size(list(entries.values()), lambda entry: entry[0].size):
-                for (row, cached), message in zip(part, await self._load(part), strict=True):
-                    if message is not None:  # None: expunged meanwhile by another session
-                        await send(self._response(row, cached, message, row.uid in marked))
+        batches = [uids[start:start + _BATCH] for start in range(0, len(uids), _BATCH)]
+        # The next batch's entries are read (in the database's thread) while this one renders.
+        ahead = asyncio.ensure_future(self._entries(batches[0])) if batches else None
+        try:
+            for n in range(len(batches)):
+                assert ahead is not None
+                entries = await ahead
+                ahead = asyncio.ensure_future(self._entries(batches[n + 1])) if n + 1 < len(batches) else None
+                await self._send_batch(entries, send)
+        finally:
+            if ahead is not None:
+                ahead.cancel()
         await self._save_cache()
+
+    async def _send_batch(self, entries: dict[int, Entry], send: Send) -> None:
+        marked = await self._mark_seen(entries)
+        for part in by_size(list(entries.values()), lambda entry: entry[0].size):
+            for (row, cached), message in zip(part, await self._load(part), strict=True):
+                if message is not None:  # None: expunged meanwhile by another session
+                    await send(self._response(row, cached, message, row.uid in marked))
 
     async def _entries(self, uids: list[int]) -> dict[int, Entry]:
         """The index entries of ``uids`` (expunged ones left out), with what is cached of each
         when an item can be answered from that."""
-        if self.from_cache or any(a.name in _CACHED for a in self.atts):
-            return await self.view.mailbox.cached_rows(self.view.folder, uids)
+        wanted = {a.name.lower() for a in self.atts if a.name in _CACHED}  # the columns' names
+        if self.from_cache:
+            wanted.add("headers")
+        if wanted:
+            return await self.view.mailbox.cached_rows(self.view.folder, uids, wanted)
         return {u: (row, _NOTHING) for u, row in (await self.view.rows(uids)).items()}
 
     async def _mark_seen(self, entries: dict[int, Entry]) -> set[int]:
@@ -85,7 +100,7 @@ class Fetcher:
             for uid, flags in changes.items():
                 self.view.note_flags(uid, frozenset(flags), modseq)
                 row, cached = entries[uid]
-                entries[uid] = (dataclasses.replace(row, flags=frozenset(flags), subdir="cur", modseq=modseq),
+                entries[uid] = (row._replace(flags=frozenset(flags), subdir="cur", modseq=modseq),
                                 cached)
         return set(changes)
 
@@ -135,10 +150,11 @@ class Fetcher:
         items = [render(row, cached, message) for render in self.renders]
         # Flags this FETCH changed are reported with their new MODSEQ (RFC 7162 §3.2.4), whether
         # or not the client asked for FLAGS.
-        asked = {a.name for a in self.atts}
-        for extra in ("FLAGS", "MODSEQ") if flags_changed else ():
-            if extra not in asked and (extra == "FLAGS" or self.view.enabled.condstore):
-                items.append(self._render(FetchAtt(extra))(row, cached, message))
+        if flags_changed:
+            asked = {a.name for a in self.atts}
+            for extra in ("FLAGS", "MODSEQ"):
+                if extra not in asked and (extra == "FLAGS" or self.view.enabled.condstore):
+                    items.append(self._render(FetchAtt(extra))(row, cached, message))
         return b"* %d FETCH (%s)\r\n" % (self.view.seq(row.uid), b" ".join(items))
 
     def _render(self, att: FetchAtt) -> Render:

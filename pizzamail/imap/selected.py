@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
@@ -71,7 +70,7 @@ async def store(s: Session, cmd: Command) -> bytes:
     for uid, flags in changes.items():
         for line in view.note_flags(uid, frozenset(flags), modseq):
             await s.conn.send(line)
-        rows[uid] = dataclasses.replace(rows[uid], flags=frozenset(flags), modseq=modseq)
+        rows[uid] = rows[uid]._replace(flags=frozenset(flags), modseq=modseq)
     for uid, row in rows.items():
         if uid in modified:
             continue

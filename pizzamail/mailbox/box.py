@@ -192,8 +192,10 @@ class Mailbox:
     async def rows(self, folder: Folder, uids: Sequence[int]) -> dict[int, MailRow]:
         return await index.mail_of(self.store, folder.id, uids)
 
-    async def cached_rows(self, folder: Folder, uids: Sequence[int]) -> dict[int, tuple[MailRow, Structures]]:
-        return await index.cached_mail_of(self.store, folder.id, uids)
+    async def cached_rows(
+        self, folder: Folder, uids: Sequence[int], wanted: Collection[str],
+    ) -> dict[int, tuple[MailRow, Structures]]:
+        return await index.cached_mail_of(self.store, folder.id, uids, wanted)
 
     async def message(self, folder: Folder, uid: int) -> MailRow | None:
         return await index.mail_entry(self.store, folder.id, uid)

@@ -92,8 +92,11 @@ class MailIndex(Protocol):
         """The entries of these UIDs (ascending); expunged ones are missing."""
         ...
 
-    async def cached_rows(self, folder: Folder, uids: Sequence[int]) -> dict[int, tuple[MailRow, Structures]]:
-        """:meth:`rows` with what is cached of each message (header fields, ENVELOPE, BODYSTRUCTURE)."""
+    async def cached_rows(
+        self, folder: Folder, uids: Sequence[int], wanted: Collection[str],
+    ) -> dict[int, tuple[MailRow, Structures]]:
+        """:meth:`rows` with the ``wanted`` parts of what is cached of each message (``headers``,
+        ``envelope``, ``bodystructure``; the others may be left None)."""
         ...
 
     async def message(self, folder: Folder, uid: int) -> MailRow | None: ...

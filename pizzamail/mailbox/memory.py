@@ -166,7 +166,9 @@ class MemoryMailbox:
         mail = self._box(folder).mail
         return {u: mail[u][0] for u in uids if u in mail}
 
-    async def cached_rows(self, folder: Folder, uids: Sequence[int]) -> dict[int, tuple[MailRow, Structures]]:
+    async def cached_rows(
+        self, folder: Folder, uids: Sequence[int], wanted: Collection[str],
+    ) -> dict[int, tuple[MailRow, Structures]]:
         cache = self._box(folder).structures
         return {u: (row, cache.get(u, Structures())) for u, row in (await self.rows(folder, uids)).items()}
 
@@ -224,7 +226,7 @@ class MemoryMailbox:
         modseq = box.bump() if todo or unchangedsince is None else 0
         for uid, flags in todo.items():
             row, data = box.mail[uid]
-            box.mail[uid] = (dataclasses.replace(row, flags=frozenset(flags), subdir="cur", modseq=modseq),
+            box.mail[uid] = (row._replace(flags=frozenset(flags), subdir="cur", modseq=modseq),
                              data)
         if modseq:
             self._changes.changed(folder.id)
@@ -251,7 +253,7 @@ class MemoryMailbox:
         modseq = dst.bump(uids=len(moving))
         for n, uid in enumerate(moving):
             row, data = src.mail[uid]
-            moved = dataclasses.replace(row, uid=first + n, name=str(first + n), modseq=modseq)
+            moved = row._replace(uid=first + n, name=str(first + n), modseq=modseq)
             dst.mail[first + n] = (moved, data)
         await self.expunge(source, moving)
         self._changes.changed(target.id)
