@@ -36,6 +36,8 @@ class Extensions:
     qresync: bool = False  # VANISHED instead of EXPUNGE, UID in every flag update
 
 
+#: index entries read ahead when a command names only a few messages (see View.rows)
+_AHEAD = 256
 #: bytes of message files read together (one trip to the worker thread): bounded memory
 _BATCH_BYTES = 4 << 20
 T = TypeVar("T")
@@ -83,6 +85,8 @@ class View:
     modseq: int = 0
     #: uid -> modseq of flags this session set itself: not announced back to it
     noted: dict[int, int] = field(default_factory=dict)
+    #: index entries read ahead (see :meth:`rows`; None: expunged), good while the event is not set
+    _ahead: tuple[asyncio.Event, dict[int, MailRow | None]] | None = None
     #: the last EXISTS went out in passing (see the module's docstring) and is owed again
     exists_unheeded: bool = False
     #: set by the mailbox at the folder's next change after we last looked; while it is not
@@ -153,8 +157,24 @@ class View:
         return at < len(self.uids) and self.uids[at] == uid and uid not in self.ghosts
 
     async def rows(self, uids: Sequence[int]) -> dict[int, MailRow]:
-        """The index entries of ``uids`` (ascending), read now; expunged ones are missing."""
-        return await self.mailbox.rows(self.folder, uids) if uids else {}
+        """The index entries of ``uids`` (ascending), as they are now; expunged ones are missing.
+
+        A client that fetches message after message (mbsync) would cost a query each: a request
+        for a few messages reads the next ``_AHEAD`` of the numbering with them, and those are
+        served until the folder changes (its change event, taken before the read, is set)."""
+        if not uids:
+            return {}
+        ahead = self._ahead
+        if ahead is not None and not ahead[0].is_set() and all(u in ahead[1] for u in uids):
+            return {u: row for u in uids if (row := ahead[1][u]) is not None}
+        if len(uids) >= _AHEAD:
+            return await self.mailbox.rows(self.folder, uids)
+        changed = self.mailbox.change_event(self.folder)
+        at = bisect_left(self.uids, uids[0])
+        span = sorted({*self.uids[at:at + _AHEAD], *uids})
+        found = await self.mailbox.rows(self.folder, span)
+        self._ahead = (changed, {u: found.get(u) for u in span})
+        return {u: found[u] for u in uids if u in found}
 
     def flags(self, row: MailRow) -> frozenset[str]:
         return row.flags | {"\\Recent"} if row.uid in self.recent else row.flags
