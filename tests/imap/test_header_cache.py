@@ -182,3 +182,30 @@ async def test_select_reads_no_row_per_message_and_an_unchanged_folder_not_even_
     assert len(outlines) == 2
     assert b"* 6 EXISTS\r\n" in third and b"* 1 RECENT\r\n" in third
     assert third[0] == b"* FLAGS (\\Answered \\Flagged \\Deleted \\Seen \\Draft $Work)\r\n"
+
+
+async def test_fetching_message_after_message_reads_the_index_once_until_the_folder_changes(
+    mailbox: Mailbox, client: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """mbsync fetches one message per command: without reading ahead, a query each."""
+    inbox = await mailbox.folder("INBOX")
+    assert inbox is not None
+    for n in range(20):
+        await mailbox.deliver(inbox, b"Subject: %d\r\n\r\nbody\r\n" % n)
+    await client.command(b"s SELECT INBOX")
+    queries: list[int] = []
+    rows = mailbox.rows
+
+    async def counted(folder: Folder, uids: Sequence[int]) -> dict[int, MailRow]:
+        queries.append(len(uids))
+        return await rows(folder, uids)
+
+    monkeypatch.setattr(mailbox, "rows", counted)
+    for n in range(1, 21):
+        lines = await client.command(b"f%d UID FETCH %d (FLAGS BODY.PEEK[])" % (n, n))
+        assert lines[0].startswith(b"* %d FETCH (UID %d FLAGS (\\Recent)" % (n, n))
+    assert queries == [20]
+    await mailbox.set_flags(inbox, {5: {"\\Flagged"}})  # another session's change
+    lines = await client.command(b"g UID FETCH 5 (FLAGS)")
+    assert b"* 5 FETCH (UID 5 FLAGS (\\Flagged \\Recent))\r\n" in lines
+    assert len(queries) == 2
