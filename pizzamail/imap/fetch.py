@@ -52,6 +52,8 @@ class Fetcher:
     renders: list[Render] = field(default_factory=list)
     #: the lower-case field names of each HEADER.FIELDS item the cache answers
     from_cache: dict[FetchAtt, frozenset[bytes]] = field(default_factory=dict)
+    #: an item needs the message's bytes whatever is cached
+    always_file: bool = False
 
     async def run(self, uids: list[int], *, uid_command: bool, send: Send) -> None:
         if uid_command and not any(a.name == "UID" for a in self.atts):
@@ -59,6 +61,8 @@ class Fetcher:
         self.from_cache = {a: frozenset(f.lower() for f in a.section.fields) for a in self.atts
                            if a.section is not None and cache.answers(a.section)}
         self.renders = [self._render(att) for att in self.atts]
+        self.always_file = any(a.name not in (*_FROM_ROW, *_CACHED) and a not in self.from_cache
+                               for a in self.atts)
         batches = [uids[start:start + _BATCH] for start in range(0, len(uids), _BATCH)]
         # The next batch's entries are read (in the database's thread) while this one renders.
         ahead = asyncio.ensure_future(self._entries(batches[0])) if batches else None
@@ -76,9 +80,10 @@ class Fetcher:
     async def _send_batch(self, entries: dict[int, Entry], send: Send) -> None:
         marked = await self._mark_seen(entries)
         for part in by_size(list(entries.values()), lambda entry: entry[0].size):
-            for (row, cached), message in zip(part, await self._load(part), strict=True):
-                if message is not None:  # None: expunged meanwhile by another session
-                    await send(self._response(row, cached, message, row.uid in marked))
+            loaded = await self._load(part)
+            await send(b"".join([self._response(row, cached, message, row.uid in marked)
+                                 for (row, cached), message in zip(part, loaded, strict=True)
+                                 if message is not None]))  # None: expunged meanwhile by another session
 
     async def _entries(self, uids: list[int]) -> dict[int, Entry]:
         """The index entries of ``uids`` (expunged ones left out), with what is cached of each
@@ -105,17 +110,10 @@ class Fetcher:
         return set(changes)
 
     def _needs_file(self, cached: Structures) -> bool:
-        for att in self.atts:
-            if att.name in _FROM_ROW:
-                continue
-            if att.name == "ENVELOPE" and cached.envelope is not None:
-                continue
-            if att.name == "BODYSTRUCTURE" and cached.bodystructure is not None:
-                continue
-            if cached.headers is not None and att in self.from_cache:
-                continue
+        if self.always_file:
             return True
-        return False
+        return (self.from_cache and cached.headers is None) or any(
+            getattr(cached, att.name.lower()) is None for att in self.atts if att.name in _CACHED)
 
     async def _load(self, entries: list[Entry]) -> list[_Message | None]:
         """The messages of ``entries`` (None: expunged), the files needed read together."""

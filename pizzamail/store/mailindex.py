@@ -21,7 +21,7 @@ from pizzamail.store import Row, Store, Tx
 _CHUNK = 500
 _MAIL = "SELECT uid, name, subdir, size, internaldate, flags, modseq FROM mail"
 #: what is cached of a message (columns of ``mail``); a read takes only those a command needs
-CACHED = ("headers", "envelope", "bodystructure")
+CACHED = ("envelope", "bodystructure", "headers")  # in the order of Structures' fields
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -172,8 +172,9 @@ async def cached_mail_of(
     """:func:`mail_of` with the ``wanted`` parts of what is cached of each message (see ``CACHED``)."""
     columns = ", ".join(c if c in wanted else f"NULL AS {c}" for c in CACHED)
     rows = await _rows_of(store, _MAIL.replace(" FROM", f", {columns} FROM"), folder_id, uids)
-    return {r["uid"]: (_mail(r), Structures(envelope=_blob(r["envelope"]), headers=_blob(r["headers"]),
-                                            bodystructure=_blob(r["bodystructure"]))) for r in rows}
+    # by position: a listing makes thousands of these
+    return {r[0]: (MailRow(r[0], r[1], r[2], r[3], r[4], _flag_set(r[5]), r[6]),
+                   Structures(_blob(r[7]), _blob(r[8]), _blob(r[9]))) for r in rows}
 
 
 async def _rows_of(store: Store, select: str, folder_id: int, uids: Sequence[int]) -> list[Row]:
