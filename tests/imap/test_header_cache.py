@@ -34,6 +34,14 @@ MAILS = {
     "references": b"From: a@example.org\r\nReferences: <a@x>\r\n <b@x>\r\nIn-Reply-To: <b@x>\r\n"
                   b"Content-Type: text/plain;\r\n charset=utf-8\r\n\r\nbody\r\n",
 }
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store_backend(request: pytest.FixtureRequest) -> str:
+    """The cache and the outline are SQL: on both engines."""
+    return str(request.param)
+
+
 REQUESTS = [(b"FROM",), (b"SUBJECT", b"from"), (b"To", b"Cc"), tuple(LISTED.split()), (b"x-none",),
             (b"DATE", b"MESSAGE-ID", b"IN-REPLY-TO", b"REFERENCES", b"CONTENT-TYPE")]
 
