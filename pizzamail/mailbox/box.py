@@ -351,6 +351,8 @@ class Mailbox:
             new_uids = await index.add_mail(db, target.id, [
                 NewMail(name=name, subdir=row.subdir, size=row.size, internaldate=row.internaldate,
                         flags=row.flags) for row, name in zip(rows, names, strict=True)])
+            moved = [(r.uid, new) for r, new in zip(rows, new_uids, strict=True)]
+            await index.copy_cache(db, source.id, target.id, moved)
             await index.forget_mail(db, source.id, [r.uid for r in rows])
             await asyncio.to_thread(self._rename_all, [
                 (self.file_path(source, row), self.path(target) / row.subdir

@@ -355,6 +355,16 @@ async def add_mail(
     return list(range(first, first + len(files)))
 
 
+async def copy_cache(db: Tx, source_id: int, target_id: int, pairs: list[tuple[int, int]]) -> None:
+    """What is cached of moved messages, (source UID, target UID) each, to their new entries."""
+    cached = ", ".join(f"{c} = (SELECT {c} FROM mail AS s WHERE s.folder_id = ? AND s.uid = ?)"
+                       for c in CACHED)
+    await db.executemany(
+        f"UPDATE mail SET {cached} WHERE folder_id = ? AND uid = ?",
+        [(*(source_id, old) * len(CACHED), target_id, new) for old, new in pairs],
+    )
+
+
 async def link_mail(db: Tx, folder_id: int, uid: int, message_ref: int) -> None:
     """An indexed file is the copy of a stored message, which counts as filed."""
     await db.execute("UPDATE mail SET message_ref = ? WHERE folder_id = ? AND uid = ?",

@@ -217,3 +217,17 @@ async def test_fetching_message_after_message_reads_the_index_once_until_the_fol
     lines = await client.command(b"g UID FETCH 5 (FLAGS)")
     assert b"* 5 FETCH (UID 5 FLAGS (\\Flagged \\Recent))\r\n" in lines
     assert len(queries) == 2
+
+
+async def test_a_moved_message_keeps_its_cache(
+    mailbox: Mailbox, client: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sent = await _deliver_all(mailbox)
+    await client.command(b"s SELECT INBOX")
+    assert (await client.command(b"m UID MOVE 1:* Archive"))[-1].startswith(b"m OK")
+    reads = _count_reads(mailbox, monkeypatch)
+    await client.command(b"a SELECT Archive")
+    assert (await client.command(b"e FETCH 1:* (ENVELOPE BODYSTRUCTURE)"))[-1].startswith(b"e OK")
+    lines = await client.command(b"f FETCH 1:* (BODY.PEEK[HEADER.FIELDS (" + LISTED + b")])")
+    assert sum(reads) == 1  # the one with a NUL byte, as before the move
+    assert _literals(lines) == [_expected(data, tuple(LISTED.split())) for data in sent]
