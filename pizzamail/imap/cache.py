@@ -43,6 +43,7 @@ def answers(section: Section | None) -> bool:
 def header_fields(lines: bytes, wanted: frozenset[bytes]) -> bytes:
     """``HEADER.FIELDS`` of the lower-case names ``wanted`` (see :func:`answers`), from the
     cached lines: what :func:`mime.filter_header` gives over the whole header."""
-    parts = lines.split(b"\0")[:-1]  # each block ends in a NUL
-    return b"".join([raw for name, raw in zip(parts[0::2], parts[1::2], strict=True) if name in wanted]) \
-        + b"\r\n"
+    parts = lines.split(b"\0")
+    parts.pop()  # after the last block's NUL
+    pairs = iter(parts)
+    return b"".join([raw for name, raw in zip(pairs, pairs, strict=True) if name in wanted]) + b"\r\n"
