@@ -23,6 +23,9 @@ _CACHED = ("ENVELOPE", "BODYSTRUCTURE")
 _FROM_ROW = ("UID", "FLAGS", "INTERNALDATE", "RFC822.SIZE", "MODSEQ")
 #: messages whose index entries are read together (one query; their files then by_size)
 _BATCH = 256
+#: messages whose newly computed cache is written together (the first listing of 100,000 files
+#: found on disk would otherwise hold all of it until its end)
+_SAVE_EVERY = 2048
 
 
 @dataclass
@@ -78,6 +81,8 @@ class Fetcher:
         await self._save_cache()
 
     async def _send_batch(self, entries: dict[int, Entry], send: Send) -> None:
+        if len(self.computed) >= _SAVE_EVERY:
+            await self._save_cache()
         marked = await self._mark_seen(entries)
         for part in by_size(list(entries.values()), lambda entry: entry[0].size):
             loaded = await self._load(part)
@@ -235,9 +240,10 @@ class Fetcher:
     async def _save_cache(self) -> None:
         if not self.computed:
             return
+        computed, self.computed = self.computed, {}
         await self.view.mailbox.save_structures(self.view.folder, {
             uid: Structures(envelope=c.get("ENVELOPE"), bodystructure=c.get("BODYSTRUCTURE"),
-                            headers=c.get("HEADERS")) for uid, c in self.computed.items()})
+                            headers=c.get("HEADERS")) for uid, c in computed.items()})
 
 
 _HEADER_TEXTS = ("HEADER", "HEADER.FIELDS", "HEADER.FIELDS.NOT")

@@ -106,14 +106,17 @@ class View:
         return view
 
     async def _take_recent(self, uids: Sequence[int]) -> None:
-        """A read-write session takes \\Recent from the folder; EXAMINE only looks (RFC 3501 §6.3.2)."""
+        """A read-write session takes \\Recent from the folder; EXAMINE only looks (RFC 3501 §6.3.2).
+        ``uids`` ascend: only those from the folder's floor on are looked at (a SELECT of 100,000
+        messages passes them all)."""
         if not uids:
             return
+        floor = await self.mailbox.recent_from(self.folder)
+        tail = uids[bisect_left(uids, floor):]
         if self.readonly:
-            floor = await self.mailbox.recent_from(self.folder)
-            self.recent |= set(uids[bisect_left(uids, floor):])
-        else:
-            self.recent |= await self.mailbox.claim_recent(self.folder, uids)
+            self.recent |= set(tail)
+        elif tail:
+            self.recent |= await self.mailbox.claim_recent(self.folder, tail)
 
     # -- numbering ---------------------------------------------------------------------------
 

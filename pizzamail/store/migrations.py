@@ -492,10 +492,13 @@ MIGRATIONS: list[tuple[str, str | dict[str, str]]] = [
     (
         # The header fields clients list (From, To, Cc, Subject, Date, Message-ID, References,
         # In-Reply-To, Content-Type), their raw lines in the file's order, so a header listing
-        # answers from the index without opening the message files. NULL: not read yet.
+        # answers from the index without opening the message files. NULL: not read yet. The index
+        # on flags lets opening a folder find its first unseen message and its keywords without
+        # reading every row (rows are large now).
         "026_mail_header_cache",
         """
-        ALTER TABLE mail ADD COLUMN headers BLOB
+        ALTER TABLE mail ADD COLUMN headers BLOB;
+        CREATE INDEX mail_flags ON mail(folder_id, flags, uid)
         """,
     ),
 ]

@@ -9,9 +9,9 @@ from collections.abc import Sequence
 import pytest
 from imaptools import Client, connect
 
-from pizzamail.imap import ImapServer, cache, mime
+from pizzamail.imap import ImapServer, cache, fetch, mime
 from pizzamail.imap.fetchparse import Section
-from pizzamail.mailbox import Folder, Mailbox, MailRow
+from pizzamail.mailbox import Folder, Mailbox, MailRow, Structures
 from pizzamail.store import Store
 from pizzamail.store import mailindex as index
 
@@ -231,3 +231,34 @@ async def test_a_moved_message_keeps_its_cache(
     lines = await client.command(b"f FETCH 1:* (BODY.PEEK[HEADER.FIELDS (" + LISTED + b")])")
     assert sum(reads) == 1  # the one with a NUL byte, as before the move
     assert _literals(lines) == [_expected(data, tuple(LISTED.split())) for data in sent]
+
+
+async def test_a_long_first_listing_writes_the_cache_as_it_goes(
+    mailbox: Mailbox, server: ImapServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Memory stays bounded: what the first listing of files found on disk computes is written a
+    part at a time, not held until the end of the FETCH."""
+    inbox = await mailbox.folder("INBOX")
+    assert inbox is not None
+    for n in range(7):
+        (mailbox.path(inbox) / "new" / f"17640000{n:02d}.M{n}P1Q{n}.elsewhere").write_bytes(
+            b"Subject: %d\r\n\r\nbody\r\n" % n)
+    await mailbox.reconcile(inbox)
+    monkeypatch.setattr(fetch, "_BATCH", 2)
+    monkeypatch.setattr(fetch, "_SAVE_EVERY", 2)
+    saved: list[int] = []
+    save = mailbox.save_structures
+
+    async def counted(folder: Folder, computed: dict[int, Structures]) -> None:
+        saved.append(len(computed))
+        await save(folder, computed)
+
+    monkeypatch.setattr(mailbox, "save_structures", counted)
+    client = await connect(server)
+    await client.command(b"s SELECT INBOX")
+    await client.command(b"f FETCH 1:* (BODY.PEEK[HEADER.FIELDS (SUBJECT)])")
+    assert saved == [2, 2, 2, 1]
+    reads = _count_reads(mailbox, monkeypatch)
+    lines = await client.command(b"g FETCH 1:* (BODY.PEEK[HEADER.FIELDS (SUBJECT)])")
+    assert reads == [] and _literals(lines) == [b"Subject: %d\r\n\r\n" % n for n in range(7)]
+    await client.close()
