@@ -27,6 +27,8 @@ from pizzamail.store import mailindex as index
 from pizzamail.store.mailindex import Counts, Folder, MailRow, NewMail, Outline, Structures
 
 P = ParamSpec("P")
+#: files found on disk indexed together at start-up
+_FOUND_AT_ONCE = 5000
 T = TypeVar("T")
 
 
@@ -378,15 +380,18 @@ class Mailbox:
             await self.expunge(folder, gone)
         unknown = sorted(set(files) - set(indexed), key=maildir.delivery_order)
         found = [(base, *files[base]) for base in unknown]
-        new = await asyncio.to_thread(_stat_all, self.path(folder), found)
-        if new:
-            # one transaction for all: a folder of 20,000 files found at start-up is one commit
+        if found:
+            # one transaction for all: a folder of 20,000 files found at start-up is one commit;
+            # stated and inserted a part at a time, so 100,000 of them are never all in memory
             async with self.store.write() as db:
-                await index.add_mail(db, folder.id, new)
+                for start in range(0, len(found), _FOUND_AT_ONCE):
+                    part = found[start:start + _FOUND_AT_ONCE]
+                    new = await asyncio.to_thread(_stat_all, self.path(folder), part)
+                    await index.add_mail(db, folder.id, new)
         await self._adopt_flags(folder, files, indexed)
-        if new:
+        if found:
             self._changes.changed(folder.id)
-        return len(new), len(gone)
+        return len(found), len(gone)
 
     async def _adopt_flags(
         self, folder: Folder, files: dict[str, tuple[str, str]], indexed: dict[str, MailRow]
