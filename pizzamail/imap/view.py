@@ -220,7 +220,7 @@ class View:
             out += keyword_line
             gone = len(self.ghosts) if expunge_ok else 0
             out += (self._expunges() if expunge_ok else []) + self._exists(before - gone, in_passing)
-            out += [self.fetch_flags(row) for row in flagged if row.uid not in self.ghosts]
+            out += [self.fetch_flags(row) for row in flagged if self.live(row.uid)]
         elif expunge_ok:
             out += self._expunges()
         return out

@@ -262,3 +262,4 @@ async def test_a_long_first_listing_writes_the_cache_as_it_goes(
     lines = await client.command(b"g FETCH 1:* (BODY.PEEK[HEADER.FIELDS (SUBJECT)])")
     assert reads == [] and _literals(lines) == [b"Subject: %d\r\n\r\n" % n for n in range(7)]
     await client.close()
+
