@@ -123,8 +123,7 @@ class Fetcher:
     async def _load(self, entries: list[Entry]) -> list[_Message | None]:
         """The messages of ``entries`` (None: expunged), the files needed read together."""
         wanted = [row for row, cached in entries if self._needs_file(cached)]
-        read = await self.view.mailbox.read_many(self.view.folder, wanted,
-                                                  header_only=self._header_only()) if wanted else []
+        read = await self.view.read(wanted, header_only=self._header_only()) if wanted else []
         found = {row.uid: data for row, data in zip(wanted, read, strict=True)}
         loaded: list[_Message | None] = []
         for row, _ in entries:

@@ -38,6 +38,9 @@ class Extensions:
 
 #: index entries read ahead when a command names only a few messages (see View.rows)
 _AHEAD = 256
+#: whole messages read ahead when one is fetched alone, and their most bytes (see View.read)
+_FILES_AHEAD = 16
+_FILES_AHEAD_BYTES = 1 << 20
 #: bytes of message files read together (one trip to the worker thread): bounded memory
 _BATCH_BYTES = 4 << 20
 T = TypeVar("T")
@@ -87,6 +90,8 @@ class View:
     noted: dict[int, int] = field(default_factory=dict)
     #: index entries read ahead (see :meth:`rows`; None: expunged), good while the event is not set
     _ahead: tuple[asyncio.Event, dict[int, MailRow | None]] | None = None
+    #: message bytes read ahead (see :meth:`read`), good while the event is not set
+    _files: tuple[asyncio.Event, dict[int, bytes | None]] | None = None
     #: the last EXISTS went out in passing (see the module's docstring) and is owed again
     exists_unheeded: bool = False
     #: set by the mailbox at the folder's next change after we last looked; while it is not
@@ -178,6 +183,31 @@ class View:
         found = await self.mailbox.rows(self.folder, span)
         self._ahead = (changed, {u: found.get(u) for u in span})
         return {u: found[u] for u in uids if u in found}
+
+    async def read(self, rows: list[MailRow], *, header_only: bool) -> list[bytes | None]:
+        """The messages' bytes (None: renamed or expunged since ``rows`` were read).
+
+        A whole message asked for alone (mbsync's pull: one FETCH per message) comes with the few
+        after it in the numbering, read in the same trip to the worker thread and kept until asked
+        for or the folder changes: one trip per ``_FILES_AHEAD`` messages, not one each."""
+        if header_only or len(rows) != 1:
+            return await self.mailbox.read_many(self.folder, rows, header_only=header_only)
+        [row] = rows
+        ahead = self._files
+        if ahead is not None and not ahead[0].is_set() and row.uid in ahead[1]:
+            return [ahead[1].pop(row.uid)]
+        changed = self.mailbox.change_event(self.folder)
+        at = bisect_right(self.uids, row.uid)
+        following = list((await self.rows(self.uids[at:at + _FILES_AHEAD])).values())
+        size = row.size
+        for n, other in enumerate(following):
+            size += other.size
+            if size > _FILES_AHEAD_BYTES:
+                following = following[:n]
+                break
+        data = await self.mailbox.read_many(self.folder, [row, *following])
+        self._files = (changed, {r.uid: d for r, d in zip(following, data[1:], strict=True)})
+        return data[:1]
 
     def flags(self, row: MailRow) -> frozenset[str]:
         return row.flags | {"\\Recent"} if row.uid in self.recent else row.flags
