@@ -82,8 +82,13 @@ class Connection:
             await self.writer.drain()
 
     async def read_line(self) -> bytes | None:
-        """One line with its CRLF; None at end of stream. A line over the limit is discarded."""
-        await self.flush()
+        """One line with its CRLF; None at end of stream. A line over the limit is discarded.
+
+        What is queued goes out first, unless the client's next line is here already (it
+        pipelines, as mbsync does, one FETCH per message): its answer then joins the same write,
+        as Dovecot corks its output until its input runs dry."""
+        if not _line_buffered(self.reader):
+            await self.flush()
         try:
             return await self.reader.readuntil(b"\n")
         except asyncio.IncompleteReadError:
@@ -172,6 +177,11 @@ class Connection:
 
 #: bytes of queued responses that are written without waiting for the end of the command
 _BATCH = 64 * 1024
+
+
+def _line_buffered(reader: asyncio.StreamReader) -> bool:
+    buffered = vars(reader).get("_buffer")
+    return isinstance(buffered, bytearray) and b"\n" in buffered
 
 
 def _discard_buffered(reader: asyncio.StreamReader) -> None:

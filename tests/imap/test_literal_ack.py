@@ -1,6 +1,7 @@
-"""A literal is ACKed at once: imaplib writes a literal and its closing CRLF in two sends, and
-under Nagle the CRLF waits for our ACK, which Linux delays up to 40 ms after we spoke (the "+").
-Measured: APPEND took 48 ms a mail, Dovecot's 2 ms; with this 2.3 ms."""
+"""What the connection does for latency. A literal is ACKed at once: imaplib writes a literal and
+its closing CRLF in two sends, and under Nagle the CRLF waits for our ACK, which Linux delays up to
+40 ms after we spoke (the "+"). Measured: APPEND took 48 ms a mail, Dovecot's 2 ms; with this
+2.3 ms. Answers to pipelined commands go out together."""
 
 from __future__ import annotations
 
@@ -55,3 +56,20 @@ async def test_the_continuation_and_the_literal_are_acked_at_once() -> None:
     reader.feed_data(b"\r\n")
     assert await command == b"a APPEND INBOX {5}\r\nhello\r\n"
     assert writer.sock.options == [quickack, quickack]  # and once it is in
+
+
+async def test_answers_to_pipelined_commands_share_a_write() -> None:
+    """A client that sends its next command before our answer (mbsync: one FETCH per message)
+    gets the answers in one write once its commands run out, as from Dovecot; not one each."""
+    reader = asyncio.StreamReader()
+    writer = _Writer()
+    conn = Connection(reader, cast(asyncio.StreamWriter, writer), secure=False, local=True, peer="test")
+    reader.feed_data(b"a NOOP\r\nb NOOP\r\n")
+    assert await conn.read_line() == b"a NOOP\r\n"
+    await conn.send(b"a OK\r\n")
+    assert await conn.read_line() == b"b NOOP\r\n"
+    assert writer.events == []
+    await conn.send(b"b OK\r\n")
+    reader.feed_eof()
+    assert await conn.read_line() is None
+    assert writer.events == [b"a OK\r\nb OK\r\n"]
