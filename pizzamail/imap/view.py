@@ -107,16 +107,17 @@ class View:
         view = cls(mailbox, folder, readonly, enabled, uids=array("I", outline.uids),
                    keywords=set(outline.keywords), first_unseen=outline.first_unseen, modseq=outline.modseq,
                    watch=watch)
-        await view._take_recent(view.uids)
+        await view._take_recent(view.uids, floor=folder.first_recent)  # as read with the folder
         return view
 
-    async def _take_recent(self, uids: Sequence[int]) -> None:
+    async def _take_recent(self, uids: Sequence[int], *, floor: int | None = None) -> None:
         """A read-write session takes \\Recent from the folder; EXAMINE only looks (RFC 3501 §6.3.2).
         ``uids`` ascend: only those from the folder's floor on are looked at (a SELECT of 100,000
         messages passes them all)."""
         if not uids:
             return
-        floor = await self.mailbox.recent_from(self.folder)
+        if floor is None:
+            floor = await self.mailbox.recent_from(self.folder)
         tail = uids[bisect_left(uids, floor):]
         if self.readonly:
             self.recent |= set(tail)

@@ -180,9 +180,10 @@ class Mailbox:
         return await index.mail_in(self.store, folder.id)
 
     async def outline(self, folder: Folder) -> Outline | None:
-        """Kept per folder, so that opening an unchanged folder costs one lookup of its modseq."""
+        """Kept per folder: opening a folder whose modseq is still the one ``folder`` was read
+        with costs no query (a session catches up from that modseq at its next command)."""
         kept = self._outlines.get(folder.id)
-        if kept is not None and kept.modseq == await self.modseq(folder):
+        if kept is not None and kept.modseq == folder.modseq:
             return kept
         fresh = await index.outline(self.store, folder.id)
         if fresh is None:

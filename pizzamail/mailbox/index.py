@@ -85,7 +85,8 @@ class MailIndex(Protocol):
     # -- index entries ------------------------------------------------------------------------
 
     async def outline(self, folder: Folder) -> Outline | None:
-        """The folder's modseq, UIDs, first unseen UID and keywords (None: the folder is gone)."""
+        """The folder's modseq, UIDs, first unseen UID and keywords (None: the folder is gone), as
+        of ``folder.modseq`` or later."""
         ...
 
     async def rows(self, folder: Folder, uids: Sequence[int]) -> dict[int, MailRow]:
