@@ -11,12 +11,16 @@ and measures with real clients:
       UID FETCH 1:* (UID FLAGS RFC822.SIZE INTERNALDATE BODY.PEEK[HEADER.FIELDS (FROM TO SUBJECT
       DATE MESSAGE-ID)]), first and repeated;
   (c) SELECT INBOX, the first (cold) one after start and a warm one (median of 5);
-  (d) server RSS after the runs and CPU over 5 s with one client in IDLE.
+  (d) server RSS after the runs and CPU over 5 s with one client in IDLE;
+  (e) on a second, 2,000-message folder, both servers running side by side: the header listing
+      (the first, then the median of 3 more, alternating between the servers) and APPEND of a
+      small mail with imaplib (what IMAPClient runs on; median of 30).
 
 Prints one table with the ratios pizzamail / Dovecot. Needs Dovecot (``apt-get install
 dovecot-imapd``) and mbsync (``apt-get install isync``).
 
     python bench/imap.py [--messages 20000] [--rounds 3] [--cache DIR] [--keep] [--profile FILE]
+    python bench/imap.py --scale [--cache DIR]   # 100,000 messages: one pull each, no (e)
 
 --profile runs the pizzamail server under cProfile (its figures are then slower than real).
 """
@@ -25,11 +29,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import base64
 import contextlib
 import cProfile
+import imaplib
 import os
-import random
 import re
 import shutil
 import signal
@@ -45,6 +48,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.imapcorpus import copy_maildir, corpus
 from tests import dovecot  # the private Dovecot the tests use too
 from tests.dovecot import free_port, stop, wait_port
 
@@ -52,129 +56,11 @@ USER, PASSWORD = "me", "pw"
 HEADER_LISTING = (b"UID FETCH 1:* (UID FLAGS RFC822.SIZE INTERNALDATE "
                   b"BODY.PEEK[HEADER.FIELDS (FROM TO SUBJECT DATE MESSAGE-ID)])")
 IDLE_SECONDS = 5.0
-START = 1_735_689_600  # 2025-01-01 00:00 UTC
-
-# -- the corpus ---------------------------------------------------------------------------------
-
-_VOCABULARY = ("the agent summary issue report weekly build release approval draft thread reply schedule "
-               "repository comment review merge deploy invoice customer numbers quarter progress step "
-               "result error retry timeout provider model tool request action pending meeting notes "
-               "please attached figures chart budget plan owner status today tomorrow Größe prüfen résumé "
-               "naïve café déjà Übersicht")
-WORDS = _VOCABULARY.split()
-NAMES = ("Alice Martin", "Bob Chen", "Carla Díaz", "Dmitri Ivanov", "Eve Okafor", "Jürgen Müller",
-         "Pizzamail Bot", "Noor Haddad", "Sam Lee", "Yuki Tanaka")
-
-
-def _address(rng: random.Random) -> tuple[str, str]:
-    name = rng.choice(NAMES)
-    local = name.split()[0].lower().encode("ascii", "ignore").decode() or "user"
-    return name, f"{local}@{rng.choice(('example.org', 'pizzamail.localhost', 'corp.example'))}"
-
-
-def _encoded(name: str) -> str:
-    if name.isascii():
-        return f'"{name}"'
-    return "=?UTF-8?B?" + base64.b64encode(name.encode()).decode() + "?="
-
-
-def _paragraphs(rng: random.Random, size: int) -> str:
-    lines, total = [], 0
-    while total < size:
-        line = " ".join(rng.choice(WORDS) for _ in range(rng.randint(6, 13)))
-        lines.append(line.capitalize() + ".")
-        total += len(line) + 3
-        if rng.random() < 0.15:
-            lines.append("")
-    return "\r\n".join(lines) + "\r\n"
-
-
-def _size(rng: random.Random) -> int:
-    """Mostly a few KB, a long tail to 30 KB."""
-    return int(min(30_000, max(1_000, rng.lognormvariate(8.4, 0.7))))
-
-
-def message(i: int, rng: random.Random, stamp: int) -> bytes:
-    name, addr = _address(rng)
-    subject = " ".join(rng.choice(WORDS) for _ in range(rng.randint(3, 9))).capitalize()
-    if rng.random() < 0.3:
-        subject = "Re: " + subject
-    date = time.strftime("%a, %d %b %Y %H:%M:%S +0000", time.gmtime(stamp))
-    head = [
-        f"Return-Path: <{addr}>",
-        f"Received: from mx.example.org (mx.example.org [192.0.2.{i % 250 + 1}])\r\n"
-        f"\tby pizzamail.localhost with ESMTPS id {i:08x}; {date}",
-        f"From: {_encoded(name)} <{addr}>",
-        "To: Me <me@pizzamail.localhost>",
-        f"Subject: {subject if subject.isascii() else _encoded(subject)}",
-        f"Date: {date}",
-        f"Message-ID: <bench-{i}.{stamp}@{addr.split('@')[1]}>",
-    ]
-    if rng.random() < 0.3:
-        head.append(f"In-Reply-To: <bench-{max(0, i - rng.randint(1, 50))}@example.org>")
-    head.append("MIME-Version: 1.0")
-    size, kind = _size(rng), rng.random()
-    if kind < 0.6:
-        head.append("Content-Type: text/plain; charset=utf-8")
-        head.append("Content-Transfer-Encoding: 8bit")
-        body = _paragraphs(rng, size)
-    elif kind < 0.8:
-        text = _paragraphs(rng, size // 3)
-        html = "<html><body><p>" + text.replace("\r\n\r\n", "</p>\r\n<p>") + "</p></body></html>\r\n"
-        head.append(f'Content-Type: multipart/alternative; boundary="alt-{i}"')
-        body = (f"--alt-{i}\r\nContent-Type: text/plain; charset=utf-8\r\n\r\n{text}"
-                f"--alt-{i}\r\nContent-Type: text/html; charset=utf-8\r\n\r\n{html}--alt-{i}--\r\n")
-    else:
-        text = _paragraphs(rng, min(size // 4, 3000))
-        blob = rng.randbytes(max(200, (size - len(text)) * 3 // 4))
-        encoded = base64.encodebytes(blob).decode().replace("\n", "\r\n")
-        kind_name = rng.choice((("application/pdf", "report.pdf"), ("text/csv", "numbers.csv"),
-                                ("image/png", "chart.png")))
-        head.append(f'Content-Type: multipart/mixed; boundary="mix-{i}"')
-        body = (f"This is a multi-part message in MIME format.\r\n\r\n"
-                f"--mix-{i}\r\nContent-Type: text/plain; charset=utf-8\r\n\r\n{text}"
-                f'--mix-{i}\r\nContent-Type: {kind_name[0]}; name="{kind_name[1]}"\r\n'
-                f'Content-Disposition: attachment; filename="{kind_name[1]}"\r\n'
-                f"Content-Transfer-Encoding: base64\r\n\r\n{encoded}--mix-{i}--\r\n")
-    return ("\r\n".join(head) + "\r\n\r\n" + body).encode()
-
-
-def build_maildir(root: Path, count: int) -> None:
-    """A Maildir (INBOX only) of ``count`` messages; most are read, some flagged or answered,
-    the newest tenth still in new/."""
-    rng = random.Random(20_000)
-    for sub in ("tmp", "new", "cur"):
-        (root / sub).mkdir(parents=True, exist_ok=True)
-    for i in range(count):
-        stamp = START + i * 600
-        data = message(i, rng, stamp)
-        base = f"{stamp}.M{i}P4242Q{i}.bench"
-        if i >= count * 0.9:
-            path = root / "new" / base
-        else:
-            flags = "S" + rng.choice(("", "", "", "", "F", "R"))
-            path = root / "cur" / f"{base}:2,{''.join(sorted(flags))}"
-        path.write_bytes(data)
-        os.utime(path, (stamp, stamp))
-
-
-def corpus(count: int, cache: Path | None, tmp: Path) -> Path:
-    """The source Maildir: built in ``cache`` once (and reused), else in ``tmp``."""
-    where = (cache or tmp) / f"maildir-{count}"
-    done = where / ".complete"
-    if not done.exists():
-        shutil.rmtree(where, ignore_errors=True)
-        started = time.perf_counter()
-        print(f"building {count} messages in {where} ...", flush=True)
-        build_maildir(where, count)
-        done.touch()
-        print(f"  built in {time.perf_counter() - started:.1f} s", flush=True)
-    return where
-
-
-def copy_maildir(source: Path, target: Path) -> None:
-    shutil.copytree(source, target, ignore=shutil.ignore_patterns(".complete"), copy_function=shutil.copy2)
-
+SMALL_FOLDER = 2_000
+APPENDS = 30
+SMALL_MAIL = (b"From: Bench <bench@example.org>\r\nTo: me@pizzamail.localhost\r\nSubject: appended\r\n"
+              b"Date: Wed, 01 Jan 2025 00:00:00 +0000\r\nMessage-ID: <append@example.org>\r\n\r\n"
+              b"A small mail.\r\n")
 
 # -- the servers --------------------------------------------------------------------------------
 
@@ -234,7 +120,7 @@ def start_dovecot(tmp: Path, maildir: Path) -> Server:
 
 async def _serve_pizzamail(home: Path, port: int) -> None:
     from pizzamail.auth import Accounts
-    from pizzamail.imap import start_imap_server
+    from pizzamail.imap import cache, start_imap_server
     from pizzamail.mailbox import Mailbox
     from pizzamail.store import Store
 
@@ -245,7 +131,7 @@ async def _serve_pizzamail(home: Path, port: int) -> None:
     loop.add_signal_handler(signal.SIGINT, stopping.set)
     async with Store(path=home / "state.db") as store:
         started = time.perf_counter()
-        mailbox = await Mailbox(root=home / "Maildir", store=store).open()
+        mailbox = await Mailbox(root=home / "Maildir", store=store, describe=cache.describe).open()
         print(f"indexed in {time.perf_counter() - started:.1f} s", flush=True)
         server = await start_imap_server(host="127.0.0.1", port=port, mailbox=mailbox, accounts=accounts)
         await stopping.wait()
@@ -460,9 +346,12 @@ class Figures:
     idle_cpu: float = 0.0
     restart: float = 0.0
     select_restart: float = 0.0
+    small_listing_first: float = 0.0
+    small_listing: float = 0.0
+    append: float = 0.0
 
 
-def measure(server: Server, tmp: Path, count: int, rounds: int) -> Figures:
+def measure(server: Server, tmp: Path, count: int, rounds: int, fsyncs: tuple[bool, ...]) -> Figures:
     f = Figures(startup=server.startup)
     os.sync()
     with client(server.port) as c:
@@ -480,7 +369,7 @@ def measure(server: Server, tmp: Path, count: int, rounds: int) -> Figures:
         with client(server.port) as c:
             warm.append(timed(select_inbox, c)[0])
     f.select_warm = statistics.median(warm)
-    for fsync in (True, False):
+    for fsync in fsyncs:
         pulls = []
         for n in range(rounds):
             print(f"  {server.name}: mbsync full pull, FSync {'yes' if fsync else 'no'}, {n + 1}/{rounds}",
@@ -495,7 +384,8 @@ def measure(server: Server, tmp: Path, count: int, rounds: int) -> Figures:
 
 
 def run_server(
-    name: str, source: Path, tmp: Path, count: int, rounds: int, profile: Path | None
+    name: str, source: Path, tmp: Path, count: int, rounds: int, profile: Path | None,
+    fsyncs: tuple[bool, ...],
 ) -> Figures:
     base = tmp / name
     base.mkdir()
@@ -508,7 +398,7 @@ def run_server(
         print(f"  {name}: starting ...", flush=True)
         server = start_dovecot(base, base / "Maildir")
     with running(server):
-        figures = measure(server, base, count, rounds)
+        figures = measure(server, base, count, rounds, fsyncs)
     # Again on the same folder: pizzamail finds its index, Dovecot its index files.
     if name == "pizzamail":
         server = start_pizzamail(base / "home", base / "server-restart.log", None)
@@ -518,6 +408,48 @@ def run_server(
         figures.restart = server.startup
         figures.select_restart = timed(select_inbox, c)[0]
     return figures
+
+
+def append_times(port: int) -> list[float]:
+    """APPEND of a small mail with imaplib, which sends the literal and its CRLF in two writes."""
+    imap = imaplib.IMAP4("127.0.0.1", port)
+    try:
+        imap.login(USER, PASSWORD)
+        times = []
+        for _ in range(APPENDS):
+            started = time.perf_counter()
+            status, _ = imap.append("INBOX", None, None, SMALL_MAIL)
+            times.append(time.perf_counter() - started)
+            if status != "OK":
+                raise RuntimeError(f"APPEND: {status}")
+        return times
+    finally:
+        imap.logout()
+
+
+def side_by_side(source: Path, tmp: Path, ours: Figures, dove: Figures) -> None:
+    """(e): both servers up at once on copies of the small folder, measured in turns, so that
+    whatever else loads the machine loads both alike."""
+    base = tmp / "small"
+    copy_maildir(source, base / "pizzamail" / "home" / "Maildir")
+    copy_maildir(source, base / "dovecot" / "Maildir")
+    print(f"  side by side on {SMALL_FOLDER} messages: header listing, APPEND ...", flush=True)
+    servers = [start_pizzamail(base / "pizzamail" / "home", base / "pizzamail.log", None)]
+    with running(servers[0]):
+        servers.append(start_dovecot(base / "dovecot", base / "dovecot" / "Maildir"))
+        with running(servers[1]), client(servers[0].port) as a, client(servers[1].port) as b:
+            pairs = ((ours, a), (dove, b))
+            for figures, c in pairs:
+                select_inbox(c)
+                figures.small_listing_first = timed(header_listing, c)[0]
+            runs: dict[int, list[float]] = {id(f): [] for f, _ in pairs}
+            for _ in range(3):
+                for figures, c in pairs:
+                    runs[id(figures)].append(timed(header_listing, c)[0])
+            for figures, _ in pairs:
+                figures.small_listing = statistics.median(runs[id(figures)])
+            ours.append = statistics.median(append_times(servers[0].port))
+            dove.append = statistics.median(append_times(servers[1].port))
 
 
 @contextlib.contextmanager
@@ -543,18 +475,26 @@ def table(count: int, ours: Figures, dove: Figures) -> str:
     def secs(label: str, a: float, b: float, goal: str = "") -> None:
         rows.append((label, f"{a:.3f} s", f"{b:.3f} s", f"{a / b:.2f}x" if b else "-", goal))
 
-    secs(f"(a) mbsync full pull, {count} msgs", ours.mbsync, dove.mbsync, "<= 1.5x")
-    secs("    same, mbsync FSync no (server-bound)", ours.mbsync_nofsync, dove.mbsync_nofsync, "<= 1.5x")
-    secs("(b) header listing UID FETCH 1:*, first", ours.listing_first, dove.listing_first, "<= 2x")
+    secs(f"(a) mbsync full pull, {count} msgs", ours.mbsync, dove.mbsync, "<= 0.9x")
+    if ours.mbsync_nofsync:
+        secs("    same, mbsync FSync no (server-bound)", ours.mbsync_nofsync, dove.mbsync_nofsync)
+    secs("(b) header listing UID FETCH 1:*, first", ours.listing_first, dove.listing_first)
     secs("    same, repeated on the connection", ours.listing_again, dove.listing_again)
     secs("(c) SELECT INBOX, cold (first after start)", ours.select_cold, dove.select_cold)
-    secs("    SELECT INBOX, warm (median of 5)", ours.select_warm, dove.select_warm)
+    secs("    SELECT INBOX, warm (median of 5)", ours.select_warm, dove.select_warm, "<= 1.0x")
     rows.append(("(d) RSS after the runs, all processes", f"{ours.rss_kb / 1024:.1f} MB",
-                 f"{dove.rss_kb / 1024:.1f} MB", f"{ours.rss_kb / dove.rss_kb:.2f}x", ""))
+                 f"{dove.rss_kb / 1024:.1f} MB", f"{ours.rss_kb / dove.rss_kb:.2f}x", "bounded"))
     rows.append(("    RSS, imap processes only", f"{ours.rss_imap_kb / 1024:.1f} MB",
                  f"{dove.rss_imap_kb / 1024:.1f} MB", f"{ours.rss_imap_kb / dove.rss_imap_kb:.2f}x", ""))
     rows.append((f"    CPU, 1 client in IDLE for {IDLE_SECONDS:.0f} s", f"{ours.idle_cpu:.1f} %",
                  f"{dove.idle_cpu:.1f} %", "-", "~ 0"))
+    if ours.small_listing:
+        secs(f"(e) header listing, {SMALL_FOLDER} msgs, first", ours.small_listing_first,
+             dove.small_listing_first)
+        secs("    same, median of the 3 after it", ours.small_listing, dove.small_listing, "<= 1.0x")
+        rows.append((f"    APPEND of a small mail (imaplib, median of {APPENDS})",
+                     f"{ours.append * 1000:.1f} ms", f"{dove.append * 1000:.1f} ms",
+                     f"{ours.append / dove.append:.2f}x", "<= 3x"))
     secs("start until listening (pizzamail indexes)", ours.startup, dove.startup)
     secs("restart until listening (already indexed)", ours.restart, dove.restart)
     secs("SELECT INBOX, first after that restart", ours.select_restart, dove.select_restart)
@@ -573,6 +513,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3, help="mbsync pulls per server (median)")
     parser.add_argument("--keep", action="store_true", help="keep the temporary directory")
     parser.add_argument("--profile", type=Path, help="cProfile the pizzamail server into this file")
+    parser.add_argument("--scale", action="store_true",
+                        help=f"100,000 messages, one mbsync pull each (FSync yes), no {SMALL_FOLDER}-message"
+                        " part")
     parser.add_argument("--serve-pizzamail", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -585,14 +528,19 @@ def main() -> None:
     ) if not ok]
     if missing:
         sys.exit("missing: " + ", ".join(missing))
+    if args.scale:
+        args.messages, args.rounds = 100_000, 1
+    fsyncs = (True,) if args.scale else (True, False)
     tmp = Path(tempfile.mkdtemp(prefix="bench-imap-"))
     try:
         if args.cache:
             args.cache.mkdir(parents=True, exist_ok=True)
         source = corpus(args.messages, args.cache, tmp)
         profile = args.profile.resolve() if args.profile else None
-        ours = run_server("pizzamail", source, tmp, args.messages, args.rounds, profile)
-        dove = run_server("dovecot", source, tmp, args.messages, args.rounds, None)
+        ours = run_server("pizzamail", source, tmp, args.messages, args.rounds, profile, fsyncs)
+        dove = run_server("dovecot", source, tmp, args.messages, args.rounds, None, fsyncs)
+        if not args.scale:
+            side_by_side(corpus(SMALL_FOLDER, args.cache, tmp), tmp, ours, dove)
         print()
         print(table(args.messages, ours, dove))
         if profile:

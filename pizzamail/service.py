@@ -35,6 +35,7 @@ from pizzamail.demo import add_demo_data
 from pizzamail.errors import ConfigError, PortUnavailable, database_refusal
 from pizzamail.guard import Gate
 from pizzamail.home import Home, usable, write_private
+from pizzamail.imap import cache as imap_cache
 from pizzamail.imap import start_imap_server
 from pizzamail.intake.reader import inbox_reader
 from pizzamail.intake.smtp import IntakeHandler, start_smtp_server
@@ -157,7 +158,8 @@ class Service:
         leadership = await stack.enter_async_context(Leadership(hold=hold_for(store)))
         blobs = blobs_for(self.home, store)
         # the index is in the database: a standby leaves it to the leader (its Maildir may lack files)
-        local = (await Mailbox(root=self.home.maildir, store=store).open(reconcile=leadership.leading)
+        local = (await Mailbox(root=self.home.maildir, store=store, describe=imap_cache.describe)
+                 .open(reconcile=leadership.leading)
                  if self.local else None)
         mailbox = local or await self._remote(stack, store)
         # the mail index is in the database, shared by every serve: only the leader writes the mail

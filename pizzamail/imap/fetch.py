@@ -1,22 +1,31 @@
-"""FETCH: rendering the requested items of each message, straight from the stored bytes.
+"""FETCH: rendering the requested items of each message, from its index entry and the stored bytes.
 
-ENVELOPE and BODYSTRUCTURE are computed once per message and cached in the mail index (in their
-wire form), so a client that re-syncs headers does not make us re-parse every message. Message
-files are read a batch at a time, off the event loop.
+The header fields clients list, ENVELOPE and BODYSTRUCTURE are cached in the mail index (at
+delivery, or by the first FETCH that reads the file), so a client's header listing opens no
+message file. Index entries are read a batch at a time, files too, off the event loop.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
-from pizzamail.imap import binary, mime, structure, wire
-from pizzamail.imap.fetchparse import FetchAtt
-from pizzamail.imap.view import View
-from pizzamail.mailbox import Structures
+from pizzamail.imap import binary, cache, mime, structure, wire
+from pizzamail.imap.fetchparse import FetchAtt, Section
+from pizzamail.imap.view import View, by_size
+from pizzamail.mailbox import MailRow, Structures
+
+_NOTHING = Structures()
 
 Send = Callable[[bytes], Awaitable[None]]
 _CACHED = ("ENVELOPE", "BODYSTRUCTURE")
+_FROM_ROW = ("UID", "FLAGS", "INTERNALDATE", "RFC822.SIZE", "MODSEQ")
+#: messages whose index entries are read together (one query; their files then by_size)
+_BATCH = 256
+#: messages whose newly computed cache is written together (the first listing of 100,000 files
+#: found on disk would otherwise hold all of it until its end)
+_SAVE_EVERY = 2048
 
 
 @dataclass
@@ -32,75 +41,106 @@ class _Message:
         return self._tree
 
 
+_NO_FILE = _Message(b"")  # answered from the index alone
+Entry = tuple[MailRow, Structures]
+#: renders one item of one message (a header listing renders thousands: decided once per FETCH)
+Render = Callable[[MailRow, Structures, _Message], bytes]
+
+
 @dataclass
 class Fetcher:
     view: View
     atts: tuple[FetchAtt, ...]
-    cache: dict[int, dict[str, bytes]] = field(default_factory=dict)
-    computed: dict[tuple[int, str], bytes] = field(default_factory=dict)
+    computed: dict[int, dict[str, bytes]] = field(default_factory=dict)
+    renders: list[Render] = field(default_factory=list)
+    #: the lower-case field names of each HEADER.FIELDS item the cache answers
+    from_cache: dict[FetchAtt, frozenset[bytes]] = field(default_factory=dict)
+    #: an item needs the message's bytes whatever is cached
+    always_file: bool = False
 
     async def run(self, uids: list[int], *, uid_command: bool, send: Send) -> None:
         if uid_command and not any(a.name == "UID" for a in self.atts):
             self.atts = (FetchAtt("UID"), *self.atts)
-        marked = await self._mark_seen(uids)
-        await self._load_cache(uids)
-        for batch in self.view.batches(uids):
-            for uid, message in zip(batch, await self._load(batch), strict=True):
-                if uid not in self.view.rows or message is None:
-                    continue  # expunged meanwhile by another session
-                await send(self._response(uid, message, uid in marked))
+        self.from_cache = {a: frozenset(f.lower() for f in a.section.fields) for a in self.atts
+                           if a.section is not None and cache.answers(a.section)}
+        self.renders = [self._render(att) for att in self.atts]
+        self.always_file = any(a.name not in (*_FROM_ROW, *_CACHED) and a not in self.from_cache
+                               for a in self.atts)
+        batches = [uids[start:start + _BATCH] for start in range(0, len(uids), _BATCH)]
+        # The next batch's entries are read (in the database's thread) while this one renders.
+        ahead = asyncio.ensure_future(self._entries(batches[0])) if batches else None
+        try:
+            for n in range(len(batches)):
+                assert ahead is not None
+                entries = await ahead
+                ahead = asyncio.ensure_future(self._entries(batches[n + 1])) if n + 1 < len(batches) else None
+                await self._send_batch(entries, send)
+        finally:
+            if ahead is not None:
+                ahead.cancel()
         await self._save_cache()
 
-    async def _mark_seen(self, uids: list[int]) -> set[int]:
+    async def _send_batch(self, entries: dict[int, Entry], send: Send) -> None:
+        if len(self.computed) >= _SAVE_EVERY:
+            await self._save_cache()
+        marked = await self._mark_seen(entries)
+        for part in by_size(list(entries.values()), lambda entry: entry[0].size):
+            loaded = await self._load(part)
+            await send(b"".join([self._response(row, cached, message, row.uid in marked)
+                                 for (row, cached), message in zip(part, loaded, strict=True)
+                                 if message is not None]))  # None: expunged meanwhile by another session
+
+    async def _entries(self, uids: list[int]) -> dict[int, Entry]:
+        """The index entries of ``uids`` (expunged ones left out), with what is cached of each
+        when an item can be answered from that."""
+        wanted = {a.name.lower() for a in self.atts if a.name in _CACHED}  # the columns' names
+        if self.from_cache:
+            wanted.add("headers")
+        if wanted:
+            return await self.view.mailbox.cached_rows(self.view.folder, uids, wanted)
+        return {u: (row, _NOTHING) for u, row in (await self.view.rows(uids)).items()}
+
+    async def _mark_seen(self, entries: dict[int, Entry]) -> set[int]:
         """BODY[...] without PEEK, RFC822 and RFC822.TEXT set \\Seen (not in a read-only view)."""
         if self.view.readonly or not any(a.sets_seen for a in self.atts):
             return set()
-        rows = self.view.rows
-        changes = {u: {*rows[u].flags, "\\Seen"} for u in uids if "\\Seen" not in rows[u].flags}
+        changes = {u: {*row.flags, "\\Seen"} for u, (row, _) in entries.items() if "\\Seen" not in row.flags}
         if changes:
             modseq = await self.view.mailbox.set_flags(self.view.folder, changes)
             for uid, flags in changes.items():
                 self.view.note_flags(uid, frozenset(flags), modseq)
+                row, cached = entries[uid]
+                entries[uid] = (row._replace(flags=frozenset(flags), subdir="cur", modseq=modseq),
+                                cached)
         return set(changes)
 
-    async def _load_cache(self, uids: list[int]) -> None:
-        if not uids or not any(a.name in _CACHED for a in self.atts):
-            return
-        found = await self.view.mailbox.structures(self.view.folder, uids[0], uids[-1])
-        for uid, cached in found.items():
-            entry = {"ENVELOPE": cached.envelope, "BODYSTRUCTURE": cached.bodystructure}
-            self.cache[uid] = {k: v for k, v in entry.items() if v is not None}
+    def _needs_file(self, cached: Structures) -> bool:
+        if self.always_file:
+            return True
+        return (self.from_cache and cached.headers is None) or any(
+            getattr(cached, att.name.lower()) is None for att in self.atts if att.name in _CACHED)
 
-    def _needs_file(self, uid: int) -> bool:
-        cached = self.cache.get(uid, {})
-        for att in self.atts:
-            if att.name in _CACHED and att.name not in cached:
-                return True
-            if att.name not in ("UID", "FLAGS", "INTERNALDATE", "RFC822.SIZE", "MODSEQ", *_CACHED):
-                return True
-        return False
-
-    async def _load(self, uids: list[int]) -> list[_Message | None]:
-        """The messages of ``uids`` (None: expunged), their files read together."""
-        rows = self.view.rows
-        wanted = [u for u in uids if u in rows and self._needs_file(u)]
-        read = await self.view.mailbox.read_many(self.view.folder, [rows[u] for u in wanted],
-                                                  header_only=self._header_only())
-        found = dict(zip(wanted, read, strict=True))
+    async def _load(self, entries: list[Entry]) -> list[_Message | None]:
+        """The messages of ``entries`` (None: expunged), the files needed read together."""
+        wanted = [row for row, cached in entries if self._needs_file(cached)]
+        read = await self.view.read(wanted, header_only=self._header_only()) if wanted else []
+        found = {row.uid: data for row, data in zip(wanted, read, strict=True)}
         loaded: list[_Message | None] = []
-        for uid in uids:
-            data = found.get(uid, b"" if uid in rows else None)  # b"": answered from the index
-            if uid in found and data is None:
-                data = await self._reread(uid)
+        for row, _ in entries:
+            if row.uid not in found:
+                loaded.append(_NO_FILE)
+                continue
+            data = found[row.uid]
+            if data is None:
+                data = await self._reread(row.uid)
             loaded.append(None if data is None else _Message(data))
         return loaded
 
     async def _reread(self, uid: int) -> bytes | None:
-        """Another session changed the message's flags (so its file name) since we last looked."""
+        """Another session changed the message's flags (so its file name) since we looked."""
         fresh = await self.view.mailbox.message(self.view.folder, uid)
         if fresh is None:
             return None
-        self.view.rows[uid] = fresh
         [data] = await self.view.mailbox.read_many(self.view.folder, [fresh], header_only=self._header_only())
         return data
 
@@ -108,59 +148,80 @@ class Fetcher:
         """Every item can be answered from the message header (a client's header listing)."""
         return all(_from_header(att) for att in self.atts)
 
-    def _response(self, uid: int, message: _Message, flags_changed: bool) -> bytes:
-        items = [self._item(att, uid, message) for att in self.atts]
+    def _response(self, row: MailRow, cached: Structures, message: _Message, flags_changed: bool) -> bytes:
+        items = [render(row, cached, message) for render in self.renders]
         # Flags this FETCH changed are reported with their new MODSEQ (RFC 7162 §3.2.4), whether
         # or not the client asked for FLAGS.
-        asked = {a.name for a in self.atts}
-        for extra in ("FLAGS", "MODSEQ") if flags_changed else ():
-            if extra not in asked and (extra == "FLAGS" or self.view.enabled.condstore):
-                items.append(self._item(FetchAtt(extra), uid, message))
-        return b"* %d FETCH (%s)\r\n" % (self.view.seq(uid), b" ".join(items))
+        if flags_changed:
+            asked = {a.name for a in self.atts}
+            for extra in ("FLAGS", "MODSEQ"):
+                if extra not in asked and (extra == "FLAGS" or self.view.enabled.condstore):
+                    items.append(self._render(FetchAtt(extra))(row, cached, message))
+        return b"* %d FETCH (%s)\r\n" % (self.view.seq(row.uid), b" ".join(items))
 
-    def _item(self, att: FetchAtt, uid: int, message: _Message) -> bytes:
-        row = self.view.rows[uid]
+    def _render(self, att: FetchAtt) -> Render:
         name = att.name
-        if name == "UID":
-            return b"UID %d" % uid
-        if name == "FLAGS":
-            return b"FLAGS " + wire.flag_list(self.view.flags(uid))
-        if name == "INTERNALDATE":
-            return b"INTERNALDATE " + wire.date_time(row.internaldate)
-        if name == "RFC822.SIZE":
-            return b"RFC822.SIZE %d" % row.size
-        if name == "MODSEQ":
-            return b"MODSEQ (%d)" % row.modseq
+        flags = self.view.flags
+        simple: dict[str, Render] = {
+            "UID": lambda row, c, m: b"UID %d" % row.uid,
+            "FLAGS": lambda row, c, m: b"FLAGS " + wire.flag_list(flags(row)),
+            "INTERNALDATE": lambda row, c, m: b"INTERNALDATE " + wire.date_time(row.internaldate),
+            "RFC822.SIZE": lambda row, c, m: b"RFC822.SIZE %d" % row.size,
+            "MODSEQ": lambda row, c, m: b"MODSEQ (%d)" % row.modseq,
+            "BODY": lambda row, c, m: b"BODY " + structure.body_structure(m.tree(), extended=False),
+        }
+        if name in simple:
+            return simple[name]
         if name in _CACHED:
-            return name.encode() + b" " + self._cached(name, uid, message)
-        if name == "BODY":
-            return b"BODY " + structure.body_structure(message.tree(), extended=False)
+            return lambda row, c, m: name.encode() + b" " + self._cached(name, row.uid, c, m)
         if name == "BODY[]":
-            return self._section(att, message)
+            return self._section(att)
         if name in ("BINARY[]", "BINARY.SIZE[]"):
-            return self._binary(att, message)
-        return name.encode() + b" " + wire.literal(_rfc822(name, message.data))
+            return lambda row, c, m: self._binary(att, m)
+        return lambda row, c, m: name.encode() + b" " + wire.literal(_rfc822(name, m.data))
 
-    def _cached(self, name: str, uid: int, message: _Message) -> bytes:
-        value = self.cache.get(uid, {}).get(name)
+    def _cached(self, name: str, uid: int, cached: Structures, message: _Message) -> bytes:
+        value = cached.envelope if name == "ENVELOPE" else cached.bodystructure
         if value is None:
             if name == "ENVELOPE":
                 value = structure.envelope_of_header(mime.split_header(message.data)[0])
             else:
                 value = structure.body_structure(message.tree(), extended=True)
-            self.computed[uid, name] = value
+            self.computed.setdefault(uid, {})[name] = value
         return value
 
-    def _section(self, att: FetchAtt, message: _Message) -> bytes:
-        assert att.section is not None
-        tree = message.tree() if att.section.part else None
-        data = mime.section_bytes(message.data, att.section, tree)
-        label = b"BODY[" + att.section.wire() + b"]"
+    def _section(self, att: FetchAtt) -> Render:
+        section = att.section
+        assert section is not None
+        label = b"BODY[" + section.wire() + b"]"
+        start, length = att.partial or (0, None)
         if att.partial is not None:
-            start, length = att.partial
-            data = data[start:start + length]
             label += b"<%d>" % start
-        return label + b" " + wire.literal(data)
+        wanted = self.from_cache.get(att)
+
+        def render(row: MailRow, cached: Structures, message: _Message) -> bytes:
+            if wanted is not None:
+                data = self._header_fields(section, wanted, row.uid, cached, message)
+            else:
+                data = mime.section_bytes(message.data, section, message.tree() if section.part else None)
+            if length is not None:
+                data = data[start:start + length]
+            return label + b" " + wire.literal(data)
+
+        return render
+
+    def _header_fields(
+        self, section: Section, wanted: frozenset[bytes], uid: int, cached: Structures, message: _Message,
+    ) -> bytes:
+        """From the cached lines; a message read without them has them cached now (a migrated
+        home's or a folder's found on disk: their first listing fills the cache)."""
+        lines = cached.headers
+        if lines is None:
+            lines = cache.header_lines(mime.split_header(message.data)[0])
+            if lines is None:
+                return mime.section_bytes(message.data, section)
+            self.computed.setdefault(uid, {})["HEADERS"] = lines
+        return cache.header_fields(lines, wanted)
 
     def _binary(self, att: FetchAtt, message: _Message) -> bytes:
         assert att.section is not None
@@ -178,10 +239,10 @@ class Fetcher:
     async def _save_cache(self) -> None:
         if not self.computed:
             return
-        get = self.computed.get
-        computed = {uid: Structures(envelope=get((uid, "ENVELOPE")),
-                                    bodystructure=get((uid, "BODYSTRUCTURE"))) for uid, _ in self.computed}
-        await self.view.mailbox.save_structures(self.view.folder, computed)
+        computed, self.computed = self.computed, {}
+        await self.view.mailbox.save_structures(self.view.folder, {
+            uid: Structures(envelope=c.get("ENVELOPE"), bodystructure=c.get("BODYSTRUCTURE"),
+                            headers=c.get("HEADERS")) for uid, c in computed.items()})
 
 
 _HEADER_TEXTS = ("HEADER", "HEADER.FIELDS", "HEADER.FIELDS.NOT")

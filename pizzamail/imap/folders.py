@@ -54,8 +54,8 @@ async def select(s: Session, cmd: Command) -> bytes:
 async def _resync_lines(s: Session, view: View, known: Qresync) -> list[bytes]:
     """RFC 7162 §3.2.5: what changed since the client's modseq (flags of changed messages, then
     the UIDs that vanished), so a reconnecting client needs no further round trip."""
-    changed = [u for u in view.uids if view.rows[u].modseq > known.modseq]
-    lines = [view.fetch_flags(u, with_uid=True) for u in changed]
+    changed = await s.mailbox.changed_since(view.folder, known.modseq)
+    lines = [view.fetch_flags(row, with_uid=True) for row in changed if view.live(row.uid)]
     vanished = await s.mailbox.expunged_since(view.folder, known.modseq)
     if known.known is not None:
         vanished = [u for u in vanished if known.known.contains(u, vanished[-1] if vanished else 0)]
@@ -72,9 +72,8 @@ def _select_lines(view: View, folder: Folder) -> list[bytes]:
         b"* %d EXISTS\r\n" % view.exists,
         b"* %d RECENT\r\n" % len(view.recent),
     ]
-    unseen = next((n for n, u in enumerate(view.uids, 1) if "\\Seen" not in view.rows[u].flags), None)
-    if unseen is not None:
-        lines.append(b"* OK [UNSEEN %d] First unseen.\r\n" % unseen)
+    if view.first_unseen is not None and view.live(view.first_unseen):
+        lines.append(b"* OK [UNSEEN %d] First unseen.\r\n" % view.seq(view.first_unseen))
     uidnext = max(folder.uidnext, view.uids[-1] + 1 if view.uids else 1)
     lines.append(b"* OK [UIDVALIDITY %d] UIDs valid\r\n" % folder.uidvalidity)
     lines.append(b"* OK [UIDNEXT %d] Predicted next UID\r\n" % uidnext)

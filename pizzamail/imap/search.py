@@ -30,7 +30,11 @@ from pizzamail.imap.searchkeys import (
     SizeKey,
     TextKey,
 )
-from pizzamail.imap.view import View
+from pizzamail.imap.view import View, by_size
+from pizzamail.mailbox import MailRow
+
+#: index entries read at a time
+_BATCH = 2000
 
 
 def decode_text(raw: bytes) -> str:
@@ -79,8 +83,8 @@ class _Candidate:
     """One message under test; its header fields and text are parsed lazily, and without its
     bytes (``data`` None) a key that needs them raises :class:`_NeedsBytes`."""
 
-    def __init__(self, uid: int, data: bytes | None = None) -> None:
-        self.uid = uid
+    def __init__(self, row: MailRow, data: bytes | None = None) -> None:
+        self.row = row
         self._data = data
         self._fields: list[tuple[bytes, bytes]] | None = None
         self._body: str | None = None
@@ -115,34 +119,41 @@ class Searcher:
 
     async def run(self, key: SearchKey) -> list[int]:
         """The matching live UIDs, ascending: first by what the index says, then, for the
-        messages that leaves in question, by their bytes, read a batch at a time."""
-        live = [u for u in self.view.uids if u in self.view.rows]
-        found: set[int] = set()
-        pending: list[int] = []
-        for uid in live:
-            try:
-                if self.matches(key, _Candidate(uid)):
-                    found.add(uid)
-            except _NeedsBytes:
-                pending.append(uid)
-        for batch in self.view.batches(pending):
-            read = await self.view.mailbox.read_many(self.view.folder, [self.view.rows[u] for u in batch])
-            for uid, data in zip(batch, read, strict=True):
+        messages that leaves in question, by their bytes; both a batch at a time."""
+        live = [u for u in self.view.uids if u not in self.view.ghosts]
+        found: list[int] = []
+        for start in range(0, len(live), _BATCH):
+            rows = await self.view.rows(live[start:start + _BATCH])
+            pending: list[MailRow] = []
+            for row in rows.values():
+                try:
+                    if self.matches(key, _Candidate(row)):
+                        found.append(row.uid)
+                except _NeedsBytes:
+                    pending.append(row)
+            found += await self._by_bytes(key, pending)
+        return sorted(found)
+
+    async def _by_bytes(self, key: SearchKey, rows: list[MailRow]) -> list[int]:
+        found: list[int] = []
+        for part in by_size(rows, lambda row: row.size):
+            read = await self.view.mailbox.read_many(self.view.folder, part)
+            for row, data in zip(part, read, strict=True):
                 # None: renamed or expunged by another session while we searched
-                if self.matches(key, _Candidate(uid, data or b"")):
-                    found.add(uid)
-        return [u for u in live if u in found]
+                if self.matches(key, _Candidate(row, data or b"")):
+                    found.append(row.uid)
+        return found
 
     def matches(self, key: SearchKey, c: _Candidate) -> bool:
         match key:
             case AllKey():
                 return True
             case FlagKey(flag, present):
-                return (flag in self.view.flags(c.uid)) == present
+                return (flag in self.view.flags(c.row)) == present
             case SetKey():
-                return c.uid in self._resolved(key)
+                return c.row.uid in self._resolved(key)
             case SizeKey(larger, size):
-                actual = self.view.rows[c.uid].size
+                actual = c.row.size
                 return actual > size if larger else actual < size
             case DateKey():
                 return _date_matches(key, self._day(key, c))
@@ -151,7 +162,7 @@ class Searcher:
             case TextKey(value, body_only):
                 return _text_matches(c, value.casefold(), body_only)
             case ModseqKey(modseq):
-                return self.view.rows[c.uid].modseq >= modseq
+                return c.row.modseq >= modseq
             case NotKey(inner):
                 return not self.matches(inner, c)
             case OrKey(left, right):
@@ -168,7 +179,7 @@ class Searcher:
 
     def _day(self, key: DateKey, c: _Candidate) -> date | None:
         if not key.sent:
-            return datetime.fromtimestamp(self.view.rows[c.uid].internaldate, UTC).date()
+            return datetime.fromtimestamp(c.row.internaldate, UTC).date()
         raw = next((v for n, v in c.fields if n == b"date"), None)
         try:
             return parsedate_to_datetime(raw.decode("latin-1")).date() if raw else None

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Sequence
 from typing import Any
 
 from pizzamail.errors import ImapError
@@ -15,7 +16,10 @@ from pizzamail.imap.search import Searcher
 from pizzamail.imap.searchkeys import uses_modseq
 from pizzamail.imap.session import Handler, Session, SessionEnd, State
 from pizzamail.imap.view import View, uid_set
-from pizzamail.mailbox import Folder
+from pizzamail.mailbox import Folder, MailRow
+
+#: index entries read at a time when a command looks at every message (EXPUNGE, CLOSE)
+_BATCH = 2000
 
 
 def _writable(s: Session) -> View:
@@ -36,7 +40,7 @@ async def fetch(s: Session, cmd: Command) -> bytes:
     uids = view.resolve(args.messages, uid=cmd.uid)
     if args.changedsince is not None:
         since = args.changedsince
-        uids = [u for u in uids if view.rows[u].modseq > since]
+        uids = [u for u, row in (await view.rows(uids)).items() if row.modseq > since]
         if not any(a.name == "MODSEQ" for a in atts):
             atts = (*atts, FetchAtt("MODSEQ"))
         if args.vanished:
@@ -59,20 +63,21 @@ async def store(s: Session, cmd: Command) -> bytes:
     view = _writable(s)
     if args.unchangedsince is not None:
         await s.use_condstore()
-    uids = view.resolve(args.messages, uid=cmd.uid)
-    changes = _new_flags(view, uids, args)
-    modseq, modified = await _write_flags(s, view, uids, changes, args.unchangedsince)
+    rows = await view.rows(view.resolve(args.messages, uid=cmd.uid))
+    changes = _new_flags(rows, args)
+    modseq, modified = await _write_flags(s, view, rows, changes, args.unchangedsince)
     changes = {u: f for u, f in changes.items() if u not in modified}
     for uid, flags in changes.items():
         for line in view.note_flags(uid, frozenset(flags), modseq):
             await s.conn.send(line)
-    for uid in uids:
+        rows[uid] = rows[uid]._replace(flags=frozenset(flags), modseq=modseq)
+    for uid, row in rows.items():
         if uid in modified:
             continue
         if not args.silent:
-            await s.conn.send(view.fetch_flags(uid, with_uid=cmd.uid))
+            await s.conn.send(view.fetch_flags(row, with_uid=cmd.uid))
         elif s.enabled.condstore and uid in changes:  # §3.1.3: the new MODSEQ even when silent
-            await s.conn.send(view.fetch_flags(uid, with_uid=cmd.uid, with_flags=False))
+            await s.conn.send(view.fetch_flags(row, with_uid=cmd.uid, with_flags=False))
     code = b""
     if modified:
         numbers = sorted(modified) if cmd.uid else [view.seq(u) for u in sorted(modified)]
@@ -80,12 +85,12 @@ async def store(s: Session, cmd: Command) -> bytes:
     return code + cmd.name.encode() + b" completed"
 
 
-def _new_flags(view: View, uids: list[int], args: Store) -> dict[int, set[str]]:
+def _new_flags(rows: dict[int, MailRow], args: Store) -> dict[int, set[str]]:
     """uid -> its flags after the STORE, for the messages whose flags it changes."""
     given = set(args.flags) - {"\\Recent"}
     changes: dict[int, set[str]] = {}
-    for uid in uids:
-        current = set(view.rows[uid].flags)
+    for uid, row in rows.items():
+        current = set(row.flags)
         new = current | given if args.mode == "+" else current - given if args.mode == "-" else given
         if new != current:
             changes[uid] = new
@@ -93,7 +98,7 @@ def _new_flags(view: View, uids: list[int], args: Store) -> dict[int, set[str]]:
 
 
 async def _write_flags(
-    s: Session, view: View, uids: list[int], changes: dict[int, set[str]], unchangedsince: int | None
+    s: Session, view: View, rows: dict[int, MailRow], changes: dict[int, set[str]], unchangedsince: int | None
 ) -> tuple[int, set[int]]:
     """Store the new flags; returns their modseq and the UIDs a conditional STORE left alone."""
     if unchangedsince is None:
@@ -102,7 +107,7 @@ async def _write_flags(
     if changes:
         modseq, modified = await s.mailbox.set_flags_unless_changed(view.folder, changes, unchangedsince)
     # A message the STORE would not change still fails the test when it changed after the client's look.
-    modified |= {u for u in uids if u not in changes and view.rows[u].modseq > unchangedsince}
+    modified |= {u for u, row in rows.items() if u not in changes and row.modseq > unchangedsince}
     return modseq, modified
 
 
@@ -116,7 +121,7 @@ async def search(s: Session, cmd: Command) -> bytes:
     numbers = uids if cmd.uid else [view.seq(u) for u in uids]
     tail = b""
     if with_modseq and uids:  # RFC 7162 §3.1.5: the highest modseq of what was found
-        tail = b" (MODSEQ %d)" % max(view.rows[u].modseq for u in uids)
+        tail = b" (MODSEQ %d)" % max((r.modseq for r in (await view.rows(uids)).values()), default=0)
     await s.conn.send(b"* SEARCH" + b"".join(b" %d" % n for n in numbers) + tail + b"\r\n")
     return cmd.name.encode() + b" completed"
 
@@ -140,8 +145,7 @@ async def copy(s: Session, cmd: Command) -> bytes:
     view = s.selected()
     uids, target = await _target(s, cmd)
     pairs: list[tuple[int, int]] = []
-    for uid in uids:
-        row = view.rows[uid]
+    for uid, row in (await view.rows(uids)).items():
         data = await s.mailbox.read(view.folder, row)
         if data is None:
             continue  # expunged by another session meanwhile
@@ -175,17 +179,19 @@ async def _refreshed(s: Session, view: View, *, in_passing: bool = False) -> Non
         await s.conn.send(line)
 
 
-def _deleted(view: View, uids: list[int]) -> list[int]:
-    return [u for u in uids if u in view.rows and "\\Deleted" in view.rows[u].flags]
+async def _deleted(view: View, uids: Sequence[int]) -> list[int]:
+    """Of ``uids``, those flagged \\Deleted, read a batch at a time."""
+    found: list[int] = []
+    for start in range(0, len(uids), _BATCH):
+        rows = await view.rows([u for u in uids[start:start + _BATCH] if view.live(u)])
+        found += [u for u, row in rows.items() if "\\Deleted" in row.flags]
+    return found
 
 
 async def expunge(s: Session, cmd: Command) -> bytes:
     view = _writable(s)
-    if cmd.uid:
-        uids = view.resolve(cmd.arg(Messages).messages, uid=True)
-    else:
-        uids = view.uids
-    await _expunge(s, view, _deleted(view, uids))
+    uids: Sequence[int] = view.resolve(cmd.arg(Messages).messages, uid=True) if cmd.uid else view.uids
+    await _expunge(s, view, await _deleted(view, uids))
     # Expunging raises the folder's modseq without any message carrying it: tell the client.
     code = b"[HIGHESTMODSEQ %d] " % view.modseq if s.enabled.condstore else b""
     return code + cmd.name.encode() + b" completed"
@@ -195,7 +201,7 @@ async def close(s: Session, cmd: Command) -> bytes:
     view = s.selected()
     if not view.readonly:
         # CLOSE expunges silently (RFC 3501 §6.4.2): no EXPUNGE responses.
-        await s.mailbox.expunge(view.folder, _deleted(view, view.uids))
+        await s.mailbox.expunge(view.folder, await _deleted(view, view.uids))
     s.view, s.state = None, State.AUTHENTICATED
     return b"CLOSE completed"
 

@@ -82,8 +82,13 @@ class Connection:
             await self.writer.drain()
 
     async def read_line(self) -> bytes | None:
-        """One line with its CRLF; None at end of stream. A line over the limit is discarded."""
-        await self.flush()
+        """One line with its CRLF; None at end of stream. A line over the limit is discarded.
+
+        What is queued goes out first, unless the client's next line is here already (it
+        pipelines, as mbsync does, one FETCH per message): its answer then joins the same write,
+        as Dovecot corks its output until its input runs dry."""
+        if not _line_buffered(self.reader):
+            await self.flush()
         try:
             return await self.reader.readuntil(b"\n")
         except asyncio.IncompleteReadError:
@@ -120,13 +125,25 @@ class Connection:
             if sync:
                 await self.send(b"+ Ready for literal data\r\n")
                 await self.flush()
+                self._ack_now()
             parts.append(await self.reader.readexactly(size))
+            self._ack_now()
             next_line = await self.read_line()
             if next_line is None:
                 return None
             parts.append(next_line)
             line = next_line
         return b"".join(parts)
+
+    def _ack_now(self) -> None:
+        """ACK what arrived at once. A client such as imaplib writes a literal and its closing
+        CRLF in two sends; under Nagle the CRLF waits for the literal's ACK, which Linux delays by
+        up to 40 ms after we spoke (the "+" continuation). Leaving that delayed-ACK mode sends
+        the pending ACK now (and ACKs what comes next at once)."""
+        sock = self.writer.get_extra_info("socket")
+        if sock is not None and hasattr(socket, "TCP_QUICKACK"):
+            with contextlib.suppress(OSError):
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_QUICKACK, 1)
 
     async def _refuse_literal(self, tag: bytes, size: int, sync: bool, refusal: bytes) -> None:
         """Too big: a synchronising literal is simply not asked for; a LITERAL+ one is already
@@ -160,6 +177,11 @@ class Connection:
 
 #: bytes of queued responses that are written without waiting for the end of the command
 _BATCH = 64 * 1024
+
+
+def _line_buffered(reader: asyncio.StreamReader) -> bool:
+    buffered = vars(reader).get("_buffer")
+    return isinstance(buffered, bytearray) and b"\n" in buffered
 
 
 def _discard_buffered(reader: asyncio.StreamReader) -> None:

@@ -16,19 +16,16 @@ while it idles. Such an EXISTS is said once more when the session next idles.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
+from array import array
 from bisect import bisect_left, bisect_right
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from pizzamail.errors import ImapError
 from pizzamail.imap import wire
 from pizzamail.imap.reader import SequenceSet
 from pizzamail.mailbox import Folder, MailIndex, MailRow
-
-#: messages read together by FETCH and SEARCH: few trips to the worker thread, bounded memory
-_BATCH = 256
-_BATCH_BYTES = 4 << 20
 
 
 @dataclass
@@ -37,6 +34,30 @@ class Extensions:
 
     condstore: bool = False  # MODSEQ in FETCH responses about flag changes
     qresync: bool = False  # VANISHED instead of EXPUNGE, UID in every flag update
+
+
+#: index entries read ahead when a command names only a few messages (see View.rows)
+_AHEAD = 256
+#: whole messages read ahead when one is fetched alone, and their most bytes (see View.read)
+_FILES_AHEAD = 16
+_FILES_AHEAD_BYTES = 1 << 20
+#: bytes of message files read together (one trip to the worker thread): bounded memory
+_BATCH_BYTES = 4 << 20
+T = TypeVar("T")
+
+
+def by_size(items: list[T], size: Callable[[T], int]) -> Iterator[list[T]]:
+    """``items`` in runs of at most ``_BATCH_BYTES`` bytes, but for a single larger one."""
+    part: list[T] = []
+    total = 0
+    for item in items:
+        total += size(item)
+        if part and total > _BATCH_BYTES:
+            yield part
+            part, total = [], size(item)
+        part.append(item)
+    if part:
+        yield part
 
 
 def uid_set(uids: list[int]) -> bytes:
@@ -56,12 +77,21 @@ class View:
     folder: Folder
     readonly: bool
     enabled: Extensions = field(default_factory=Extensions)
-    uids: list[int] = field(default_factory=list)  # the client's numbering, ghosts included
-    rows: dict[int, MailRow] = field(default_factory=dict)  # live messages
+    #: the client's numbering, ghosts included: 4 bytes a message, the only per-message state
+    #: kept (index entries are read per command, for the messages it names)
+    uids: array[int] = field(default_factory=lambda: array("I"))
     ghosts: set[int] = field(default_factory=set)
     recent: set[int] = field(default_factory=set)
     keywords: set[str] = field(default_factory=set)
+    #: the first unseen UID when the folder was opened (SELECT's UNSEEN)
+    first_unseen: int | None = None
     modseq: int = 0
+    #: uid -> modseq of flags this session set itself: not announced back to it
+    noted: dict[int, int] = field(default_factory=dict)
+    #: index entries read ahead (see :meth:`rows`; None: expunged), good while the event is not set
+    _ahead: tuple[asyncio.Event, dict[int, MailRow | None]] | None = None
+    #: message bytes read ahead (see :meth:`read`), good while the event is not set
+    _files: tuple[asyncio.Event, dict[int, bytes | None]] | None = None
     #: the last EXISTS went out in passing (see the module's docstring) and is owed again
     exists_unheeded: bool = False
     #: set by the mailbox at the folder's next change after we last looked; while it is not
@@ -70,25 +100,29 @@ class View:
 
     @classmethod
     async def open(cls, mailbox: MailIndex, folder: Folder, readonly: bool, enabled: Extensions) -> View:
-        view = cls(mailbox, folder, readonly, enabled, modseq=folder.modseq,
-                   watch=mailbox.change_event(folder))  # before reading: no change slips by
-        for row in await mailbox.messages(folder):
-            view._add(row)
-        await view._take_recent(view.uids)
+        watch = mailbox.change_event(folder)  # before reading: no change slips by
+        outline = await mailbox.outline(folder)
+        if outline is None:
+            raise ImapError(f"{folder.name} was deleted meanwhile", code="NONEXISTENT")
+        view = cls(mailbox, folder, readonly, enabled, uids=array("I", outline.uids),
+                   keywords=set(outline.keywords), first_unseen=outline.first_unseen, modseq=outline.modseq,
+                   watch=watch)
+        await view._take_recent(view.uids, floor=folder.first_recent)  # as read with the folder
         return view
 
-    async def _take_recent(self, uids: list[int]) -> None:
-        """A read-write session takes \\Recent from the folder; EXAMINE only looks (RFC 3501 §6.3.2)."""
-        if self.readonly:
+    async def _take_recent(self, uids: Sequence[int], *, floor: int | None = None) -> None:
+        """A read-write session takes \\Recent from the folder; EXAMINE only looks (RFC 3501 §6.3.2).
+        ``uids`` ascend: only those from the folder's floor on are looked at (a SELECT of 100,000
+        messages passes them all)."""
+        if not uids:
+            return
+        if floor is None:
             floor = await self.mailbox.recent_from(self.folder)
-            self.recent |= {u for u in uids if u >= floor}
-        else:
-            self.recent |= await self.mailbox.claim_recent(self.folder, uids)
-
-    def _add(self, row: MailRow) -> None:
-        self.uids.append(row.uid)
-        self.rows[row.uid] = row
-        self.keywords |= {f for f in row.flags if not f.startswith("\\")}
+        tail = uids[bisect_left(uids, floor):]
+        if self.readonly:
+            self.recent |= set(tail)
+        elif tail:
+            self.recent |= await self.mailbox.claim_recent(self.folder, tail)
 
     # -- numbering ---------------------------------------------------------------------------
 
@@ -125,24 +159,59 @@ class View:
             if a and b and max(a, b) > len(self.uids):
                 raise ImapError(f"no message has the number {max(a, b)}", bad=True)
 
-    def batches(self, uids: list[int]) -> Iterator[list[int]]:
-        """``uids`` in runs whose messages are read together (one trip off the event loop each),
-        of at most ``_BATCH`` messages and, but for a single larger one, ``_BATCH_BYTES`` bytes."""
-        batch: list[int] = []
-        size = 0
-        for uid in uids:
-            row = self.rows.get(uid)
-            size += row.size if row is not None else 0
-            if batch and (len(batch) == _BATCH or size > _BATCH_BYTES):
-                yield batch
-                batch, size = [], row.size if row is not None else 0
-            batch.append(uid)
-        if batch:
-            yield batch
+    def live(self, uid: int) -> bool:
+        """In the numbering and not expunged by this session (another's expunge may still be
+        unknown: its entry is then missing when read)."""
+        at = bisect_left(self.uids, uid)
+        return at < len(self.uids) and self.uids[at] == uid and uid not in self.ghosts
 
-    def flags(self, uid: int) -> frozenset[str]:
-        flags = self.rows[uid].flags
-        return flags | {"\\Recent"} if uid in self.recent else flags
+    async def rows(self, uids: Sequence[int]) -> dict[int, MailRow]:
+        """The index entries of ``uids`` (ascending), as they are now; expunged ones are missing.
+
+        A client that fetches message after message (mbsync) would cost a query each: a request
+        for a few messages reads the next ``_AHEAD`` of the numbering with them, and those are
+        served until the folder changes (its change event, taken before the read, is set)."""
+        if not uids:
+            return {}
+        ahead = self._ahead
+        if ahead is not None and not ahead[0].is_set() and all(u in ahead[1] for u in uids):
+            return {u: row for u in uids if (row := ahead[1][u]) is not None}
+        if len(uids) >= _AHEAD:
+            return await self.mailbox.rows(self.folder, uids)
+        changed = self.mailbox.change_event(self.folder)
+        at = bisect_left(self.uids, uids[0])
+        span = sorted({*self.uids[at:at + _AHEAD], *uids})
+        found = await self.mailbox.rows(self.folder, span)
+        self._ahead = (changed, {u: found.get(u) for u in span})
+        return {u: found[u] for u in uids if u in found}
+
+    async def read(self, rows: list[MailRow], *, header_only: bool) -> list[bytes | None]:
+        """The messages' bytes (None: renamed or expunged since ``rows`` were read).
+
+        A whole message asked for alone (mbsync's pull: one FETCH per message) comes with the few
+        after it in the numbering, read in the same trip to the worker thread and kept until asked
+        for or the folder changes: one trip per ``_FILES_AHEAD`` messages, not one each."""
+        if header_only or len(rows) != 1:
+            return await self.mailbox.read_many(self.folder, rows, header_only=header_only)
+        [row] = rows
+        ahead = self._files
+        if ahead is not None and not ahead[0].is_set() and row.uid in ahead[1]:
+            return [ahead[1].pop(row.uid)]
+        changed = self.mailbox.change_event(self.folder)
+        at = bisect_right(self.uids, row.uid)
+        following = list((await self.rows(self.uids[at:at + _FILES_AHEAD])).values())
+        size = row.size
+        for n, other in enumerate(following):
+            size += other.size
+            if size > _FILES_AHEAD_BYTES:
+                following = following[:n]
+                break
+        data = await self.mailbox.read_many(self.folder, [row, *following])
+        self._files = (changed, {r.uid: d for r, d in zip(following, data[1:], strict=True)})
+        return data[:1]
+
+    def flags(self, row: MailRow) -> frozenset[str]:
+        return row.flags | {"\\Recent"} if row.uid in self.recent else row.flags
 
     def flag_line(self) -> bytes:
         return b"* FLAGS " + wire.flag_list([*wire.SYSTEM_FLAGS, *self.keywords]) + b"\r\n"
@@ -151,16 +220,13 @@ class View:
 
     def note_flags(self, uid: int, flags: frozenset[str], modseq: int) -> list[bytes]:
         """Record flags this session set; returns a ``* FLAGS`` line if a keyword is new."""
-        row = self.rows[uid]
-        self.rows[uid] = dataclasses.replace(row, flags=flags, subdir="cur", modseq=modseq)
+        self.noted[uid] = modseq
         new = {f for f in flags if not f.startswith("\\")} - self.keywords
         self.keywords |= new
         return [self.flag_line()] if new else []
 
     def note_gone(self, uids: list[int]) -> None:
-        for uid in uids:
-            if self.rows.pop(uid, None) is not None:
-                self.ghosts.add(uid)
+        self.ghosts |= {u for u in uids if self.live(u)}
 
     # -- catching up -------------------------------------------------------------------------
 
@@ -179,37 +245,39 @@ class View:
             changed = await self.mailbox.changed_since(self.folder, self.modseq)
             self.modseq = modseq
             flagged, arrived, keyword_line = self._apply(changed)
+            self.noted = {u: m for u, m in self.noted.items() if m > modseq}
             await self._take_recent(arrived)
             await self._find_gone()
             out += keyword_line
             gone = len(self.ghosts) if expunge_ok else 0
             out += (self._expunges() if expunge_ok else []) + self._exists(before - gone, in_passing)
-            out += [self.fetch_flags(u) for u in flagged if u in self.rows]
+            out += [self.fetch_flags(row) for row in flagged if self.live(row.uid)]
         elif expunge_ok:
             out += self._expunges()
         return out
 
-    def _apply(self, changed: list[MailRow]) -> tuple[list[int], list[int], list[bytes]]:
+    def _apply(self, changed: list[MailRow]) -> tuple[list[MailRow], list[int], list[bytes]]:
+        """Arrivals join the numbering; re-flagged messages the client knows are announced,
+        unless this session set those flags itself."""
         keywords = set(self.keywords)
-        flagged: list[int] = []
+        flagged: list[MailRow] = []
         arrived: list[int] = []
         for row in changed:
-            known = self.rows.get(row.uid)
-            if known is not None:
-                if known.flags != row.flags:
-                    flagged.append(row.uid)
-                self.rows[row.uid] = row
+            if self.live(row.uid):
+                if self.noted.get(row.uid) != row.modseq:
+                    flagged.append(row)
             elif row.uid not in self.ghosts and (not self.uids or row.uid > self.uids[-1]):
-                self._add(row)
+                self.uids.append(row.uid)
                 arrived.append(row.uid)
-        for uid in flagged:
-            self.keywords |= {f for f in self.rows[uid].flags if not f.startswith("\\")}
+            else:
+                continue
+            self.keywords |= {f for f in row.flags if not f.startswith("\\")}
         return flagged, arrived, [self.flag_line()] if self.keywords != keywords else []
 
     async def _find_gone(self) -> None:
         """Messages expunged by others."""
-        if self.rows:
-            self.note_gone(sorted(await self.mailbox.vanished(self.folder, self.rows.keys())))
+        live = [u for u in self.uids if u not in self.ghosts] if self.ghosts else self.uids
+        self.ghosts |= await self.mailbox.vanished(self.folder, live)
 
     def _expunges(self) -> list[bytes]:
         """``* n EXPUNGE`` for every ghost, highest first so no number needs adjusting; with
@@ -221,7 +289,7 @@ class View:
         else:
             seqs = sorted((self.seq(u) for u in self.ghosts), reverse=True)
             lines = [b"* %d EXPUNGE\r\n" % s for s in seqs]
-        self.uids = [u for u in self.uids if u not in self.ghosts]
+        self.uids = array("I", (u for u in self.uids if u not in self.ghosts))
         self.recent -= self.ghosts
         self.ghosts = set()
         return lines
@@ -239,11 +307,11 @@ class View:
         self.exists_unheeded = False
         return [b"* %d EXISTS\r\n" % self.exists]
 
-    def fetch_flags(self, uid: int, *, with_uid: bool = False, with_flags: bool = True) -> bytes:
+    def fetch_flags(self, row: MailRow, *, with_uid: bool = False, with_flags: bool = True) -> bytes:
         """The FETCH line announcing a message's flags (with MODSEQ once CONDSTORE is on)."""
-        items = [b"FLAGS " + wire.flag_list(self.flags(uid))] if with_flags else []
+        items = [b"FLAGS " + wire.flag_list(self.flags(row))] if with_flags else []
         if with_uid or self.enabled.qresync:
-            items.append(b"UID %d" % uid)
+            items.append(b"UID %d" % row.uid)
         if self.enabled.condstore:
-            items.append(b"MODSEQ (%d)" % self.rows[uid].modseq)
-        return b"* %d FETCH (%s)\r\n" % (self.seq(uid), b" ".join(items))
+            items.append(b"MODSEQ (%d)" % row.modseq)
+        return b"* %d FETCH (%s)\r\n" % (self.seq(row.uid), b" ".join(items))

@@ -6,6 +6,7 @@ Everything here is pure and returns bytes ready to be written; nothing knows abo
 from __future__ import annotations
 
 import base64
+import functools
 import time
 from collections.abc import Iterable
 
@@ -46,7 +47,11 @@ def astring(value: bytes) -> bytes:
 
 def flag_list(flags: Iterable[str]) -> bytes:
     """``(\\Seen $Label1)``: system flags in their usual order first, then keywords sorted."""
-    wanted = set(flags)
+    return _flag_list(frozenset(flags))
+
+
+@functools.lru_cache(maxsize=1024)  # a folder's messages share a few combinations of flags
+def _flag_list(wanted: frozenset[str]) -> bytes:
     ordered = [f for f in SYSTEM_FLAGS if f in wanted]
     ordered += sorted(wanted - set(SYSTEM_FLAGS))
     return b"(" + " ".join(ordered).encode("utf-8", "replace") + b")"
@@ -54,10 +59,14 @@ def flag_list(flags: Iterable[str]) -> bytes:
 
 def date_time(epoch: int) -> bytes:
     """INTERNALDATE form, in UTC: ``"17-Jul-1996 02:44:25 +0000"`` (day padded with a space)."""
-    t = time.gmtime(epoch)
-    text = f"{t.tm_mday:2d}-{_MONTHS[t.tm_mon - 1]}-{t.tm_year:04d} {t.tm_hour:02d}:{t.tm_min:02d}:" \
-        f"{t.tm_sec:02d} +0000"
-    return b'"' + text.encode("ascii") + b'"'
+    day, second = divmod(epoch, 86_400)
+    return _day(day) + b'%02d:%02d:%02d +0000"' % (second // 3600, second // 60 % 60, second % 60)
+
+
+@functools.lru_cache(maxsize=4096)  # a listing's messages come from a few days each
+def _day(day: int) -> bytes:
+    t = time.gmtime(day * 86_400)
+    return b'"%2d-%s-%04d ' % (t.tm_mday, _MONTHS[t.tm_mon - 1].encode(), t.tm_year)
 
 
 def month_number(name: str) -> int:

@@ -16,7 +16,7 @@ from pizzamail.mailbox.folders import STANDARD_FOLDERS
 from pizzamail.mailbox.index import MailIndex
 from pizzamail.mailbox.maildir import message_base
 from pizzamail.mailbox.writing import MailFolders, PlacedMail
-from pizzamail.store.mailindex import Counts, Folder, MailRow, Structures
+from pizzamail.store.mailindex import Counts, Folder, MailRow, Outline, Structures
 
 __all__ = ["STANDARD_FOLDERS", "Counts", "Folder", "MailFolders", "MailIndex", "MailRow", "Mailbox",
-           "PlacedMail", "Structures", "message_base"]
+           "Outline", "PlacedMail", "Structures", "message_base"]

@@ -24,9 +24,11 @@ from pizzamail.mailbox.folders import STANDARD_FOLDERS, check_names
 from pizzamail.mailbox.index import ChangeEvents
 from pizzamail.store import Store
 from pizzamail.store import mailindex as index
-from pizzamail.store.mailindex import Counts, Folder, MailRow, NewMail, Structures
+from pizzamail.store.mailindex import Counts, Folder, MailRow, NewMail, Outline, Structures
 
 P = ParamSpec("P")
+#: files found on disk indexed together at start-up
+_FOUND_AT_ONCE = 5000
 T = TypeVar("T")
 
 
@@ -53,7 +55,12 @@ def _whole(change: Callable[P, Coroutine[Any, Any, T]]) -> Callable[P, Coroutine
 class Mailbox:
     root: Path
     store: Store
+    #: what the index caches of a delivered message (the IMAP server's header cache; None: nothing,
+    #: FETCH fills it on first read)
+    describe: Callable[[bytes], Structures] | None = None
     _changes: ChangeEvents = field(default_factory=ChangeEvents)
+    #: the last outline of each folder, good while the folder's modseq is the same
+    _outlines: dict[int, Outline] = field(default_factory=dict)
 
     async def open(self, *, reconcile: bool = True) -> Mailbox:
         """The standard folders made; the index brought in line with the files unless another
@@ -149,7 +156,7 @@ class Mailbox:
         floor = await index.first_recent(self.store, folder.id)
         return folder.uidnext if floor is None else floor
 
-    async def claim_recent(self, folder: Folder, uids: list[int]) -> set[int]:
+    async def claim_recent(self, folder: Folder, uids: Sequence[int]) -> set[int]:
         """Of ``uids``, the ones still recent, which from now on are recent for the caller only.
 
         Kept in the folder's row, so it survives restarts and dies with the folder; a write
@@ -172,6 +179,27 @@ class Mailbox:
     async def messages(self, folder: Folder) -> list[MailRow]:
         return await index.mail_in(self.store, folder.id)
 
+    async def outline(self, folder: Folder) -> Outline | None:
+        """Kept per folder: opening a folder whose modseq is still the one ``folder`` was read
+        with costs no query (a session catches up from that modseq at its next command)."""
+        kept = self._outlines.get(folder.id)
+        if kept is not None and kept.modseq == folder.modseq:
+            return kept
+        fresh = await index.outline(self.store, folder.id)
+        if fresh is None:
+            self._outlines.pop(folder.id, None)
+        else:
+            self._outlines[folder.id] = fresh
+        return fresh
+
+    async def rows(self, folder: Folder, uids: Sequence[int]) -> dict[int, MailRow]:
+        return await index.mail_of(self.store, folder.id, uids)
+
+    async def cached_rows(
+        self, folder: Folder, uids: Sequence[int], wanted: Collection[str],
+    ) -> dict[int, tuple[MailRow, Structures]]:
+        return await index.cached_mail_of(self.store, folder.id, uids, wanted)
+
     async def message(self, folder: Folder, uid: int) -> MailRow | None:
         return await index.mail_entry(self.store, folder.id, uid)
 
@@ -190,9 +218,6 @@ class Mailbox:
 
     async def expunged_since(self, folder: Folder, modseq: int) -> list[int]:
         return await index.expunged_since(self.store, folder.id, modseq)
-
-    async def structures(self, folder: Folder, first: int, last: int) -> dict[int, Structures]:
-        return await index.structures(self.store, folder.id, first, last)
 
     async def save_structures(self, folder: Folder, computed: dict[int, Structures]) -> None:
         async with self.store.write() as db:
@@ -240,13 +265,22 @@ class Mailbox:
                 return uid
             existing = await asyncio.to_thread(maildir.written, self.path(folder), base, flag_set)
         base = base or maildir.unique_base()
-        subdir = existing if existing is not None else await asyncio.to_thread(
-            maildir.write_atomic, self.path(folder), base, data, stamp, flag_set)
-        new = NewMail(name=base, subdir=subdir, size=len(data), internaldate=stamp, flags=frozenset(flag_set))
+        subdir, cached = await asyncio.to_thread(self._write, folder, base, data, stamp, flag_set, existing)
+        new = NewMail(name=base, subdir=subdir, size=len(data), internaldate=stamp, flags=frozenset(flag_set),
+                      cached=cached)
         async with self.store.write() as db:
             [uid] = await index.add_mail(db, folder.id, [new], message_ref=message_ref)
         self._changes.changed(folder.id)
         return uid
+
+    def _write(
+        self, folder: Folder, base: str, data: bytes, stamp: int, flags: set[str], existing: str | None,
+    ) -> tuple[str, Structures]:
+        """The file written (unless it is there already) and what the index caches of it: one
+        trip to the worker thread."""
+        subdir = existing if existing is not None else maildir.write_atomic(
+            self.path(folder), base, data, stamp, flags)
+        return subdir, self.describe(data) if self.describe is not None else Structures()
 
     async def _link(self, folder: Folder, uid: int, message_ref: int | None) -> None:
         if message_ref is None:
@@ -320,6 +354,8 @@ class Mailbox:
             new_uids = await index.add_mail(db, target.id, [
                 NewMail(name=name, subdir=row.subdir, size=row.size, internaldate=row.internaldate,
                         flags=row.flags) for row, name in zip(rows, names, strict=True)])
+            moved = [(r.uid, new) for r, new in zip(rows, new_uids, strict=True)]
+            await index.copy_cache(db, source.id, target.id, moved)
             await index.forget_mail(db, source.id, [r.uid for r in rows])
             await asyncio.to_thread(self._rename_all, [
                 (self.file_path(source, row), self.path(target) / row.subdir
@@ -345,15 +381,18 @@ class Mailbox:
             await self.expunge(folder, gone)
         unknown = sorted(set(files) - set(indexed), key=maildir.delivery_order)
         found = [(base, *files[base]) for base in unknown]
-        new = await asyncio.to_thread(_stat_all, self.path(folder), found)
-        if new:
-            # one transaction for all: a folder of 20,000 files found at start-up is one commit
+        if found:
+            # one transaction for all: a folder of 20,000 files found at start-up is one commit;
+            # stated and inserted a part at a time, so 100,000 of them are never all in memory
             async with self.store.write() as db:
-                await index.add_mail(db, folder.id, new)
+                for start in range(0, len(found), _FOUND_AT_ONCE):
+                    part = found[start:start + _FOUND_AT_ONCE]
+                    new = await asyncio.to_thread(_stat_all, self.path(folder), part)
+                    await index.add_mail(db, folder.id, new)
         await self._adopt_flags(folder, files, indexed)
-        if new:
+        if found:
             self._changes.changed(folder.id)
-        return len(new), len(gone)
+        return len(found), len(gone)
 
     async def _adopt_flags(
         self, folder: Folder, files: dict[str, tuple[str, str]], indexed: dict[str, MailRow]

@@ -14,7 +14,7 @@ from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from pizzamail.store.mailindex import Counts, Folder, MailRow, Structures
+from pizzamail.store.mailindex import Counts, Folder, MailRow, Outline, Structures
 
 
 @dataclass
@@ -78,14 +78,26 @@ class MailIndex(Protocol):
         """The first UID no session has been shown as \\Recent (RFC 3501 §2.3.2)."""
         ...
 
-    async def claim_recent(self, folder: Folder, uids: list[int]) -> set[int]:
+    async def claim_recent(self, folder: Folder, uids: Sequence[int]) -> set[int]:
         """Of ``uids``, the ones still recent, which from now on are recent for the caller only."""
         ...
 
     # -- index entries ------------------------------------------------------------------------
 
-    async def messages(self, folder: Folder) -> list[MailRow]:
-        """Every message's entry, by UID."""
+    async def outline(self, folder: Folder) -> Outline | None:
+        """The folder's modseq, UIDs, first unseen UID and keywords (None: the folder is gone), as
+        of ``folder.modseq`` or later."""
+        ...
+
+    async def rows(self, folder: Folder, uids: Sequence[int]) -> dict[int, MailRow]:
+        """The entries of these UIDs (ascending); expunged ones are missing."""
+        ...
+
+    async def cached_rows(
+        self, folder: Folder, uids: Sequence[int], wanted: Collection[str],
+    ) -> dict[int, tuple[MailRow, Structures]]:
+        """:meth:`rows` with the ``wanted`` parts of what is cached of each message (``headers``,
+        ``envelope``, ``bodystructure``; the others may be left None)."""
         ...
 
     async def message(self, folder: Folder, uid: int) -> MailRow | None: ...
@@ -102,11 +114,9 @@ class MailIndex(Protocol):
         """UIDs expunged with a modseq above ``modseq``, ascending (QRESYNC)."""
         ...
 
-    async def structures(self, folder: Folder, first: int, last: int) -> dict[int, Structures]:
-        """Cached ENVELOPE/BODYSTRUCTURE of the messages with UIDs from ``first`` to ``last``."""
+    async def save_structures(self, folder: Folder, computed: dict[int, Structures]) -> None:
+        """Cache what FETCH computed; a value left None keeps what is cached."""
         ...
-
-    async def save_structures(self, folder: Folder, computed: dict[int, Structures]) -> None: ...
 
     # -- message bytes ------------------------------------------------------------------------
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import time
+from array import array
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 
@@ -18,7 +19,7 @@ from pizzamail.errors import FolderError
 from pizzamail.mailbox import maildir
 from pizzamail.mailbox.folders import STANDARD_FOLDERS
 from pizzamail.mailbox.index import ChangeEvents
-from pizzamail.store.mailindex import Counts, Folder, MailRow, Structures
+from pizzamail.store.mailindex import Counts, Folder, MailRow, Outline, Structures
 
 
 @dataclass
@@ -125,7 +126,7 @@ class MemoryMailbox:
         box = self._boxes.get(folder.id)
         return folder.uidnext if box is None else box.folder.first_recent
 
-    async def claim_recent(self, folder: Folder, uids: list[int]) -> set[int]:
+    async def claim_recent(self, folder: Folder, uids: Sequence[int]) -> set[int]:
         box = self._boxes.get(folder.id)
         if box is None or not uids:
             return set()
@@ -151,15 +152,33 @@ class MemoryMailbox:
     async def expunged_since(self, folder: Folder, modseq: int) -> list[int]:
         return sorted(uid for uid, gone in self._box(folder).expunged.items() if gone > modseq)
 
-    async def structures(self, folder: Folder, first: int, last: int) -> dict[int, Structures]:
-        return {uid: s for uid, s in self._box(folder).structures.items() if first <= uid <= last}
+    async def outline(self, folder: Folder) -> Outline | None:
+        box = self._boxes.get(folder.id)
+        if box is None:
+            return None
+        rows = await self.messages(folder)
+        unseen = next((r.uid for r in rows if "\\Seen" not in r.flags), None)
+        keywords = frozenset(f for r in rows for f in r.flags if not f.startswith("\\"))
+        return Outline(modseq=box.folder.modseq, uids=array("I", (r.uid for r in rows)), first_unseen=unseen,
+                       keywords=keywords)
+
+    async def rows(self, folder: Folder, uids: Sequence[int]) -> dict[int, MailRow]:
+        mail = self._box(folder).mail
+        return {u: mail[u][0] for u in uids if u in mail}
+
+    async def cached_rows(
+        self, folder: Folder, uids: Sequence[int], wanted: Collection[str],
+    ) -> dict[int, tuple[MailRow, Structures]]:
+        cache = self._box(folder).structures
+        return {u: (row, cache.get(u, Structures())) for u, row in (await self.rows(folder, uids)).items()}
 
     async def save_structures(self, folder: Folder, computed: dict[int, Structures]) -> None:
         cache = self._box(folder).structures
         for uid, new in computed.items():
             old = cache.get(uid, Structures())
             cache[uid] = Structures(envelope=new.envelope or old.envelope,
-                                    bodystructure=new.bodystructure or old.bodystructure)
+                                    bodystructure=new.bodystructure or old.bodystructure,
+                                    headers=old.headers if new.headers is None else new.headers)
 
     # -- message bytes -----------------------------------------------------------------------
 
@@ -207,7 +226,7 @@ class MemoryMailbox:
         modseq = box.bump() if todo or unchangedsince is None else 0
         for uid, flags in todo.items():
             row, data = box.mail[uid]
-            box.mail[uid] = (dataclasses.replace(row, flags=frozenset(flags), subdir="cur", modseq=modseq),
+            box.mail[uid] = (row._replace(flags=frozenset(flags), subdir="cur", modseq=modseq),
                              data)
         if modseq:
             self._changes.changed(folder.id)
@@ -234,7 +253,7 @@ class MemoryMailbox:
         modseq = dst.bump(uids=len(moving))
         for n, uid in enumerate(moving):
             row, data = src.mail[uid]
-            moved = dataclasses.replace(row, uid=first + n, name=str(first + n), modseq=modseq)
+            moved = row._replace(uid=first + n, name=str(first + n), modseq=modseq)
             dst.mail[first + n] = (moved, data)
         await self.expunge(source, moving)
         self._changes.changed(target.id)

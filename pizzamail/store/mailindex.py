@@ -1,5 +1,6 @@
 """The IMAP mail index: folders (UIDVALIDITY, UIDNEXT, modseq, \\Recent) and the Maildir files in
-them (UID, flags, size, cached ENVELOPE/BODYSTRUCTURE), plus the QRESYNC memory of expunged UIDs.
+them (UID, flags, size, cached header fields, ENVELOPE and BODYSTRUCTURE), plus the QRESYNC memory
+of expunged UIDs.
 
 Reads take the store; writes take the transaction's connection (``db``), because the mailbox pairs
 each of them with file changes inside one transaction. Flags are kept as one space-separated text.
@@ -7,15 +8,20 @@ each of them with file changes inside one transaction. Flags are kept as one spa
 
 from __future__ import annotations
 
+import functools
 import time
-from collections.abc import Iterable
-from dataclasses import dataclass
+from array import array
+from collections.abc import Collection, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from pizzamail.store import Row, Store, Tx
 
 #: UIDs per query: well under SQLite's limit on bound parameters
 _CHUNK = 500
 _MAIL = "SELECT uid, name, subdir, size, internaldate, flags, modseq FROM mail"
+#: what is cached of a message (columns of ``mail``); a read takes only those a command needs
+CACHED = ("envelope", "bodystructure", "headers")  # in the order of Structures' fields
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -31,9 +37,9 @@ class Folder:
     first_recent: int
 
 
-@dataclass(frozen=True, kw_only=True)
-class MailRow:
-    """One message's index entry (``name`` and ``subdir`` place its Maildir file)."""
+class MailRow(NamedTuple):
+    """One message's index entry (``name`` and ``subdir`` place its Maildir file). A named tuple:
+    a listing makes thousands, and a frozen dataclass takes three times as long to make."""
 
     uid: int
     name: str
@@ -44,15 +50,25 @@ class MailRow:
     modseq: int
 
 
+class Structures(NamedTuple):
+    """What is cached of a message, once computed (None: not yet): its ENVELOPE and BODYSTRUCTURE
+    in wire form, and the raw lines of the header fields clients list (``headers``)."""
+
+    envelope: bytes | None = None
+    bodystructure: bytes | None = None
+    headers: bytes | None = None
+
+
 @dataclass(frozen=True, kw_only=True)
 class NewMail:
-    """A file about to be indexed."""
+    """A file about to be indexed, with what is cached of it (nothing for a file found on disk)."""
 
     name: str
     subdir: str
     size: int
     internaldate: int
     flags: frozenset[str]
+    cached: Structures = field(default_factory=Structures)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -65,11 +81,14 @@ class Counts:
 
 
 @dataclass(frozen=True, kw_only=True)
-class Structures:
-    """A message's ENVELOPE and BODYSTRUCTURE in wire form, once computed (None: not yet)."""
+class Outline:
+    """What opening a folder needs, without a row per message: its modseq, the UIDs (4 bytes
+    each), the first unseen UID and the keywords in use."""
 
-    envelope: bytes | None = None
-    bodystructure: bytes | None = None
+    modseq: int
+    uids: array[int]
+    first_unseen: int | None
+    keywords: frozenset[str]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -95,8 +114,12 @@ def _folder(row: Row) -> Folder:
 
 def _mail(row: Row) -> MailRow:
     return MailRow(uid=row["uid"], name=row["name"], subdir=row["subdir"], size=row["size"],
-                   internaldate=row["internaldate"], flags=frozenset(row["flags"].split()),
-                   modseq=row["modseq"])
+                   internaldate=row["internaldate"], flags=_flag_set(row["flags"]), modseq=row["modseq"])
+
+
+@functools.lru_cache(maxsize=1024)  # a folder's messages share a few combinations of flags
+def _flag_set(text: str) -> frozenset[str]:
+    return frozenset(text.split())
 
 
 # -- reads ------------------------------------------------------------------------------------------
@@ -119,6 +142,57 @@ async def first_recent(store: Store, folder_id: int) -> int | None:
 async def folder_modseq(store: Store, folder_id: int) -> int | None:
     row = await store.fetchone("SELECT modseq FROM folders WHERE id = ?", (folder_id,))
     return int(row["modseq"]) if row else None
+
+
+async def outline(store: Store, folder_id: int) -> Outline | None:
+    """The folder's outline. Its modseq is read first: a change landing in between shows up in
+    the rest, which a session catching up from that modseq then sees again (harmless)."""
+    modseq = await folder_modseq(store, folder_id)
+    if modseq is None:
+        return None
+    rows = await store.fetchall("SELECT uid FROM mail WHERE folder_id = ? ORDER BY uid", (folder_id,))
+    unseen = await store.fetchone(
+        "SELECT min(uid) AS uid FROM mail WHERE folder_id = ? AND ' ' || flags || ' ' NOT LIKE ? ESCAPE '!'",
+        (folder_id, "% \\Seen %"))
+    texts = await store.fetchall("SELECT DISTINCT flags FROM mail WHERE folder_id = ? AND flags <> ''",
+                                 (folder_id,))
+    keywords = {f for r in texts for f in r["flags"].split() if not f.startswith("\\")}
+    return Outline(modseq=modseq, uids=array("I", (r[0] for r in rows)),
+                   first_unseen=unseen["uid"] if unseen else None, keywords=frozenset(keywords))
+
+
+async def mail_of(store: Store, folder_id: int, uids: Sequence[int]) -> dict[int, MailRow]:
+    """Index entries of these UIDs (ascending); expunged ones are missing."""
+    return {r["uid"]: _mail(r) for r in await _rows_of(store, _MAIL, folder_id, uids)}
+
+
+async def cached_mail_of(
+    store: Store, folder_id: int, uids: Sequence[int], wanted: Collection[str],
+) -> dict[int, tuple[MailRow, Structures]]:
+    """:func:`mail_of` with the ``wanted`` parts of what is cached of each message (see ``CACHED``)."""
+    columns = ", ".join(c if c in wanted else f"NULL AS {c}" for c in CACHED)
+    rows = await _rows_of(store, _MAIL.replace(" FROM", f", {columns} FROM"), folder_id, uids)
+    # by position: a listing makes thousands of these
+    return {r[0]: (MailRow(r[0], r[1], r[2], r[3], r[4], _flag_set(r[5]), r[6]),
+                   Structures(_blob(r[7]), _blob(r[8]), _blob(r[9]))) for r in rows}
+
+
+async def _rows_of(store: Store, select: str, folder_id: int, uids: Sequence[int]) -> list[Row]:
+    """A range query per chunk where the UIDs are dense (a listing of 1:*), else a list of UIDs."""
+    found: list[Row] = []
+    for start in range(0, len(uids), _CHUNK):
+        chunk = uids[start:start + _CHUNK]
+        first, last = chunk[0], chunk[-1]
+        if last - first < 2 * len(chunk):
+            wanted = set(chunk)
+            rows = await store.fetchall(select + " WHERE folder_id = ? AND uid BETWEEN ? AND ?",
+                                        (folder_id, first, last))
+            found += [r for r in rows if r["uid"] in wanted]
+        else:
+            marks = ", ".join("?" * len(chunk))
+            found += await store.fetchall(select + f" WHERE folder_id = ? AND uid IN ({marks})",
+                                          (folder_id, *chunk))
+    return found
 
 
 async def mail_in(store: Store, folder_id: int) -> list[MailRow]:
@@ -172,16 +246,6 @@ async def counts(store: Store, folder_id: int, recent_from: int) -> Counts:
     assert row is not None
     return Counts(messages=int(row["messages"]), unseen=int(row["unseen"] or 0),
                   recent=int(row["recent"] or 0))
-
-
-async def structures(store: Store, folder_id: int, first: int, last: int) -> dict[int, Structures]:
-    """Cached ENVELOPE/BODYSTRUCTURE of the messages with UIDs from ``first`` to ``last``."""
-    rows = await store.fetchall(
-        "SELECT uid, envelope, bodystructure FROM mail WHERE folder_id = ? AND uid BETWEEN ? AND ?",
-        (folder_id, first, last),
-    )
-    return {int(r["uid"]): Structures(envelope=_blob(r["envelope"]), bodystructure=_blob(r["bodystructure"]))
-            for r in rows}
 
 
 def _blob(value: bytes | None) -> bytes | None:
@@ -280,14 +344,25 @@ async def add_mail(
     first = await _one(db, "SELECT uidnext FROM folders WHERE id = ?", (folder_id,))
     await db.execute("UPDATE folders SET uidnext = uidnext + ? WHERE id = ?", (len(files), folder_id))
     await db.executemany(
-        "INSERT INTO mail(folder_id, uid, name, subdir, size, internaldate, flags, modseq, message_ref)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "INSERT INTO mail(folder_id, uid, name, subdir, size, internaldate, flags, modseq, message_ref,"
+        " headers, envelope, bodystructure) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         [(folder_id, first + n, f.name, f.subdir, f.size, f.internaldate, flags_text(f.flags), modseq,
-          message_ref) for n, f in enumerate(files)],
+          message_ref, f.cached.headers, f.cached.envelope, f.cached.bodystructure)
+         for n, f in enumerate(files)],
     )
     if message_ref is not None:
         await mark_filed(db, message_ref)
     return list(range(first, first + len(files)))
+
+
+async def copy_cache(db: Tx, source_id: int, target_id: int, pairs: list[tuple[int, int]]) -> None:
+    """What is cached of moved messages, (source UID, target UID) each, to their new entries."""
+    cached = ", ".join(f"{c} = (SELECT {c} FROM mail AS s WHERE s.folder_id = ? AND s.uid = ?)"
+                       for c in CACHED)
+    await db.executemany(
+        f"UPDATE mail SET {cached} WHERE folder_id = ? AND uid = ?",
+        [(*(source_id, old) * len(CACHED), target_id, new) for old, new in pairs],
+    )
 
 
 async def link_mail(db: Tx, folder_id: int, uid: int, message_ref: int) -> None:
@@ -326,7 +401,7 @@ async def forget_mail(db: Tx, folder_id: int, uids: list[int]) -> None:
 async def save_structures(db: Tx, folder_id: int, computed: dict[int, Structures]) -> None:
     """Cache what FETCH computed; a value left None keeps what is cached."""
     await db.executemany(
-        "UPDATE mail SET envelope = coalesce(?, envelope), bodystructure = coalesce(?, bodystructure)"
-        " WHERE folder_id = ? AND uid = ?",
-        [(s.envelope, s.bodystructure, folder_id, uid) for uid, s in computed.items()],
+        "UPDATE mail SET envelope = coalesce(?, envelope), bodystructure = coalesce(?, bodystructure),"
+        " headers = coalesce(?, headers) WHERE folder_id = ? AND uid = ?",
+        [(s.envelope, s.bodystructure, s.headers, folder_id, uid) for uid, s in computed.items()],
     )

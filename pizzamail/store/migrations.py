@@ -490,6 +490,18 @@ MIGRATIONS: list[tuple[str, str | dict[str, str]]] = [
         """},
     ),
     (
+        # The header fields clients list (From, To, Cc, Subject, Date, Message-ID, References,
+        # In-Reply-To, Content-Type), their raw lines in the file's order, so a header listing
+        # answers from the index without opening the message files. NULL: not read yet. The index
+        # on flags lets opening a folder find its first unseen message and its keywords without
+        # reading every row (rows are large now).
+        "026_mail_header_cache",
+        """
+        ALTER TABLE mail ADD COLUMN headers BLOB;
+        CREATE INDEX mail_flags ON mail(folder_id, flags, uid)
+        """,
+    ),
+    (
         # `pizzamail threads` reads each thread's latest run (without the first index, a scan of
         # every run per thread: seconds with 10,000 threads) and the newest threads first
         "027_thread_listing",

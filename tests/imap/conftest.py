@@ -7,14 +7,23 @@ from collections.abc import AsyncIterator
 import pytest
 from imaptools import ACCOUNTS, Client, close_leftovers, connect, seed
 
-from pizzamail.imap import ImapServer, Limits
+from pizzamail.home import Home
+from pizzamail.imap import ImapServer, Limits, cache
 from pizzamail.mailbox import Mailbox
+from pizzamail.store import Store
 
 
 @pytest.fixture(autouse=True)
 async def _no_client_left_open() -> AsyncIterator[None]:
     yield
     await close_leftovers()
+
+
+@pytest.fixture
+async def mailbox(home: Home, store: Store) -> Mailbox:
+    """As ``serve`` makes it: what clients list is cached at delivery (the transcript and fidelity
+    tests then check the cached answers; tests/imap/test_header_cache.py the files' own)."""
+    return await Mailbox(root=home.maildir, store=store, describe=cache.describe).open()
 
 
 @pytest.fixture

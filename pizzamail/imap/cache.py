@@ -1,0 +1,49 @@
+"""What the mail index caches of a message so that a header listing never opens its file: the raw
+lines of the header fields clients list, ENVELOPE and BODYSTRUCTURE.
+
+The cached lines are the fields' blocks exactly as :func:`mime.header_blocks` cuts them from the
+file (with their names), in the file's order, repeats included; ``HEADER.FIELDS`` over them is
+therefore byte for byte what it is over the whole header, as long as every requested field is one
+of the cached ones.
+"""
+
+from __future__ import annotations
+
+from pizzamail.imap import mime, structure
+from pizzamail.imap.fetchparse import Section
+from pizzamail.mailbox import Structures
+
+FIELDS = frozenset({b"from", b"to", b"cc", b"subject", b"date", b"message-id", b"references",
+                    b"in-reply-to", b"content-type"})
+
+
+def describe(data: bytes) -> Structures:
+    """Everything cached of the message ``data`` (its wire form), computed at delivery."""
+    header = mime.split_header(data)[0]
+    return Structures(headers=header_lines(header), envelope=structure.envelope_of_header(header),
+                      bodystructure=structure.body_structure(mime.parse(data), extended=True))
+
+
+def header_lines(header: bytes) -> bytes | None:
+    """The blocks of the cached fields in the file's order, each as ``name NUL raw NUL`` (name
+    lower-case, raw with its continuation lines and line ends), so that answering needs no
+    parsing; None when the header holds a NUL byte, which would break that framing (such a
+    message is answered from its file)."""
+    if b"\0" in header:
+        return None
+    return b"".join(name + b"\0" + raw + b"\0" for name, raw in mime.header_blocks(header) if name in FIELDS)
+
+
+def answers(section: Section | None) -> bool:
+    """The cached lines answer this section: ``HEADER.FIELDS`` of the message, cached fields only."""
+    return (section is not None and not section.part and section.text == "HEADER.FIELDS"
+            and all(f.lower() in FIELDS for f in section.fields))
+
+
+def header_fields(lines: bytes, wanted: frozenset[bytes]) -> bytes:
+    """``HEADER.FIELDS`` of the lower-case names ``wanted`` (see :func:`answers`), from the
+    cached lines: what :func:`mime.filter_header` gives over the whole header."""
+    parts = lines.split(b"\0")
+    parts.pop()  # after the last block's NUL
+    pairs = iter(parts)
+    return b"".join([raw for name, raw in zip(pairs, pairs, strict=True) if name in wanted]) + b"\r\n"

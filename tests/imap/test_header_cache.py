@@ -1,0 +1,265 @@
+"""The header cache of the mail index: a header listing answered without opening message files,
+byte for byte what the files give; SELECT without reading a row per message."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+import pytest
+from imaptools import Client, connect
+
+from pizzamail.imap import ImapServer, cache, fetch, mime
+from pizzamail.imap.fetchparse import Section
+from pizzamail.mailbox import Folder, Mailbox, MailRow, Structures
+from pizzamail.store import Store
+from pizzamail.store import mailindex as index
+
+LISTED = b"FROM TO CC SUBJECT DATE MESSAGE-ID REFERENCES IN-REPLY-TO CONTENT-TYPE"
+
+MAILS = {
+    "folded": b"From: Alice\r\n <alice@example.org>\r\nSubject: a long\r\n\tsubject\r\n"
+              b"To: b@example.org\r\n\r\nbody\r\n",
+    "repeated": b"Received: x\r\nTo: one@example.org\r\nSubject: s\r\nTo: two@example.org\r\n"
+                b"Cc: c@example.org\r\nCC: d@example.org\r\n\r\nbody\r\n",
+    "8-bit": "From: Jürgen <j@example.org>\r\nSubject: Größe prüfen\r\n\r\nbody\r\n".encode()
+             + b"Subject: \xff\xfe raw\r\n",
+    "missing": b"X-Only: this\r\n\r\nbody\r\n",
+    "case": b"fROM: a@example.org\r\nsubject : spaced\r\nMESSAGE-id: <m@x>\r\n\r\nbody\r\n",
+    "no body": b"From: a@example.org\r\nSubject: no body",
+    "orphan line": b"From: a@example.org\r\nnot a field\r\n continued\r\nSubject: s\r\n\r\nbody\r\n",
+    "continuation first": b" Subject: starts blank\r\nFrom: a@example.org\r\n\r\nbody\r\n",
+    "NUL": b"From: a@example.org\r\nSubject: a\x00b\r\n\r\nbody\r\n",
+    "empty header": b"\r\nbody only\r\n",
+    "references": b"From: a@example.org\r\nReferences: <a@x>\r\n <b@x>\r\nIn-Reply-To: <b@x>\r\n"
+                  b"Content-Type: text/plain;\r\n charset=utf-8\r\n\r\nbody\r\n",
+}
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store_backend(request: pytest.FixtureRequest) -> str:
+    """The cache and the outline are SQL: on both engines."""
+    return str(request.param)
+
+
+REQUESTS = [(b"FROM",), (b"SUBJECT", b"from"), (b"To", b"Cc"), tuple(LISTED.split()), (b"x-none",),
+            (b"DATE", b"MESSAGE-ID", b"IN-REPLY-TO", b"REFERENCES", b"CONTENT-TYPE")]
+
+
+@pytest.mark.parametrize("name", list(MAILS))
+@pytest.mark.parametrize("fields", REQUESTS)
+def test_the_cached_lines_give_what_the_whole_header_gives(name: str, fields: tuple[bytes, ...]) -> None:
+    header = mime.split_header(MAILS[name])[0]
+    lines = cache.header_lines(header)
+    section = Section(text="HEADER.FIELDS", fields=fields)
+    if lines is None:  # a NUL in the header: answered from the file
+        assert name == "NUL"
+        return
+    if not cache.answers(section):
+        assert fields == (b"x-none",)
+        return
+    wanted = frozenset(f.lower() for f in fields)
+    assert cache.header_fields(lines, wanted) == mime.filter_header(header, fields, keep=True)
+
+
+def test_only_cached_fields_of_the_whole_message_are_answered_from_the_cache() -> None:
+    assert cache.answers(Section(text="HEADER.FIELDS", fields=(b"Subject", b"FROM")))
+    assert not cache.answers(Section(text="HEADER.FIELDS", fields=(b"SUBJECT", b"X-Mailer")))
+    assert not cache.answers(Section(text="HEADER.FIELDS.NOT", fields=(b"SUBJECT",)))
+    assert not cache.answers(Section(part=(1,), text="HEADER.FIELDS", fields=(b"SUBJECT",)))
+    assert not cache.answers(Section(text="HEADER"))
+
+
+def _literals(lines: list[bytes]) -> list[bytes]:
+    """The literal of each FETCH response, in order."""
+    data = b"".join(lines)
+    found = []
+    for m in re.finditer(rb"\{(\d+)\}\r\n", data):
+        found.append(data[m.end():m.end() + int(m.group(1))])
+    return found
+
+
+def _expected(data: bytes, fields: tuple[bytes, ...]) -> bytes:
+    return mime.filter_header(mime.split_header(data)[0], fields, keep=True)
+
+
+def _count_reads(mailbox: Mailbox, monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    reads: list[int] = []
+    read_many = mailbox.read_many
+
+    async def counted(
+        folder: Folder, rows: Sequence[MailRow], *, header_only: bool = False
+    ) -> list[bytes | None]:
+        reads.append(len(rows))
+        return await read_many(folder, rows, header_only=header_only)
+
+    monkeypatch.setattr(mailbox, "read_many", counted)
+    return reads
+
+
+async def _deliver_all(mailbox: Mailbox) -> list[bytes]:
+    inbox = await mailbox.folder("INBOX")
+    assert inbox is not None
+    for data in MAILS.values():
+        await mailbox.deliver(inbox, data)
+    return [data for data in MAILS.values()]
+
+
+async def test_a_header_listing_opens_no_message_file(
+    mailbox: Mailbox, client: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Fails without the cache: every message's file was read for its header."""
+    sent = await _deliver_all(mailbox)
+    reads = _count_reads(mailbox, monkeypatch)
+    await client.command(b"s SELECT INBOX")
+    fields = tuple(LISTED.split())
+    lines = await client.command(
+        b"f UID FETCH 1:* (UID FLAGS RFC822.SIZE INTERNALDATE BODY.PEEK[HEADER.FIELDS (" + LISTED + b")])")
+    assert lines[-1].startswith(b"f OK")
+    assert sum(reads) == 1  # the one whose header has a NUL byte
+    assert _literals(lines) == [_expected(data, fields) for data in sent]
+    lines = await client.command(b"e UID FETCH 1:* (ENVELOPE BODYSTRUCTURE)")
+    assert lines[-1].startswith(b"e OK") and sum(reads) == 1
+
+
+async def test_fields_outside_the_cache_are_read_from_the_file(
+    mailbox: Mailbox, client: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sent = await _deliver_all(mailbox)
+    reads = _count_reads(mailbox, monkeypatch)
+    await client.command(b"s SELECT INBOX")
+    lines = await client.command(b"f FETCH 1:* (BODY.PEEK[HEADER.FIELDS (SUBJECT RECEIVED X-ONLY)])")
+    assert sum(reads) == len(sent)
+    assert _literals(lines) == [_expected(data, (b"SUBJECT", b"RECEIVED", b"X-ONLY")) for data in sent]
+
+
+async def test_a_mail_found_on_disk_is_cached_by_its_first_listing(
+    store: Store, mailbox: Mailbox, server: ImapServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Files another program put there (or a home from before the cache) have no cache: the first
+    listing reads them, and fills it; the next reads nothing. Old code read them every time."""
+    inbox = await mailbox.folder("INBOX")
+    assert inbox is not None
+    for n, data in enumerate(MAILS.values()):
+        path = mailbox.path(inbox) / "new" / f"17640000{n:02d}.M{n}P1Q{n}.elsewhere"
+        path.write_bytes(data.replace(b"\r\n", b"\n"))
+    await mailbox.reconcile(inbox)
+    reads = _count_reads(mailbox, monkeypatch)
+    client = await connect(server)
+    await client.command(b"s SELECT INBOX")
+    listing = b"f FETCH 1:* (BODY.PEEK[HEADER.FIELDS (" + LISTED + b")])"
+    first = _literals(await client.command(listing))
+    assert sum(reads) == len(MAILS)
+    again = _literals(await client.command(listing))
+    assert sum(reads) == len(MAILS) + 1  # only the one with a NUL byte, never cached
+    lf = [data.replace(b"\r\n", b"\n") for data in MAILS.values()]
+    assert first == again == [_expected(data, tuple(LISTED.split())) for data in lf]
+    await client.close()
+
+
+async def test_select_reads_no_row_per_message_and_an_unchanged_folder_not_even_its_uids(
+    mailbox: Mailbox, client: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Fails on the old code, which read every index entry at each SELECT."""
+    inbox = await mailbox.folder("INBOX")
+    assert inbox is not None
+    for n in range(5):
+        await mailbox.deliver(inbox, b"Subject: %d\r\n\r\nbody\r\n" % n, flags={"\\Seen"} if n < 2 else set())
+
+    async def forbidden(*args: object) -> None:
+        raise AssertionError("SELECT read the index entries")
+
+    outlines: list[int] = []
+    outline = index.outline
+
+    async def counted(store: Store, folder_id: int) -> index.Outline | None:
+        outlines.append(folder_id)
+        return await outline(store, folder_id)
+
+    monkeypatch.setattr(index, "mail_in", forbidden)
+    monkeypatch.setattr(index, "mail_of", forbidden)
+    monkeypatch.setattr(index, "outline", counted)
+    first = await client.command(b"a SELECT INBOX")
+    assert b"* 5 EXISTS\r\n" in first and b"* OK [UNSEEN 3] First unseen.\r\n" in first
+    second = await client.command(b"b SELECT INBOX")
+    assert len(outlines) == 1
+    assert [line for line in second if b"RECENT" not in line and not line.startswith(b"b ")] == \
+        [line for line in first if b"RECENT" not in line and not line.startswith(b"a ")]
+    await mailbox.deliver(inbox, b"Subject: new\r\n\r\nbody\r\n", flags={"$Work"})
+    third = await client.command(b"c SELECT INBOX")
+    assert len(outlines) == 2
+    assert b"* 6 EXISTS\r\n" in third and b"* 1 RECENT\r\n" in third
+    assert third[0] == b"* FLAGS (\\Answered \\Flagged \\Deleted \\Seen \\Draft $Work)\r\n"
+
+
+async def test_fetching_message_after_message_reads_the_index_once_until_the_folder_changes(
+    mailbox: Mailbox, client: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """mbsync fetches one message per command: without reading ahead, a query each."""
+    inbox = await mailbox.folder("INBOX")
+    assert inbox is not None
+    for n in range(20):
+        await mailbox.deliver(inbox, b"Subject: %d\r\n\r\nbody\r\n" % n)
+    await client.command(b"s SELECT INBOX")
+    queries: list[int] = []
+    rows = mailbox.rows
+
+    async def counted(folder: Folder, uids: Sequence[int]) -> dict[int, MailRow]:
+        queries.append(len(uids))
+        return await rows(folder, uids)
+
+    monkeypatch.setattr(mailbox, "rows", counted)
+    for n in range(1, 21):
+        lines = await client.command(b"f%d UID FETCH %d (FLAGS BODY.PEEK[])" % (n, n))
+        assert lines[0].startswith(b"* %d FETCH (UID %d FLAGS (\\Recent)" % (n, n))
+    assert queries == [20]
+    await mailbox.set_flags(inbox, {5: {"\\Flagged"}})  # another session's change
+    lines = await client.command(b"g UID FETCH 5 (FLAGS)")
+    assert b"* 5 FETCH (UID 5 FLAGS (\\Flagged \\Recent))\r\n" in lines
+    assert len(queries) == 2
+
+
+async def test_a_moved_message_keeps_its_cache(
+    mailbox: Mailbox, client: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sent = await _deliver_all(mailbox)
+    await client.command(b"s SELECT INBOX")
+    assert (await client.command(b"m UID MOVE 1:* Archive"))[-1].startswith(b"m OK")
+    reads = _count_reads(mailbox, monkeypatch)
+    await client.command(b"a SELECT Archive")
+    assert (await client.command(b"e FETCH 1:* (ENVELOPE BODYSTRUCTURE)"))[-1].startswith(b"e OK")
+    lines = await client.command(b"f FETCH 1:* (BODY.PEEK[HEADER.FIELDS (" + LISTED + b")])")
+    assert sum(reads) == 1  # the one with a NUL byte, as before the move
+    assert _literals(lines) == [_expected(data, tuple(LISTED.split())) for data in sent]
+
+
+async def test_a_long_first_listing_writes_the_cache_as_it_goes(
+    mailbox: Mailbox, server: ImapServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Memory stays bounded: what the first listing of files found on disk computes is written a
+    part at a time, not held until the end of the FETCH."""
+    inbox = await mailbox.folder("INBOX")
+    assert inbox is not None
+    for n in range(7):
+        (mailbox.path(inbox) / "new" / f"17640000{n:02d}.M{n}P1Q{n}.elsewhere").write_bytes(
+            b"Subject: %d\r\n\r\nbody\r\n" % n)
+    await mailbox.reconcile(inbox)
+    monkeypatch.setattr(fetch, "_BATCH", 2)
+    monkeypatch.setattr(fetch, "_SAVE_EVERY", 2)
+    saved: list[int] = []
+    save = mailbox.save_structures
+
+    async def counted(folder: Folder, computed: dict[int, Structures]) -> None:
+        saved.append(len(computed))
+        await save(folder, computed)
+
+    monkeypatch.setattr(mailbox, "save_structures", counted)
+    client = await connect(server)
+    await client.command(b"s SELECT INBOX")
+    await client.command(b"f FETCH 1:* (BODY.PEEK[HEADER.FIELDS (SUBJECT)])")
+    assert saved == [2, 2, 2, 1]
+    reads = _count_reads(mailbox, monkeypatch)
+    lines = await client.command(b"g FETCH 1:* (BODY.PEEK[HEADER.FIELDS (SUBJECT)])")
+    assert reads == [] and _literals(lines) == [b"Subject: %d\r\n\r\n" % n for n in range(7)]
+    await client.close()
+
