@@ -11,9 +11,8 @@ from pizzamail.composer.render import markdown_html, templates_dir
 from pizzamail.config import AgentSettings, Config, ProviderSettings, RunnerSettings, parse_config
 from pizzamail.errors import ProviderNotConfigured, RunError
 from pizzamail.home import Home
-from pizzamail.providers import Message, provider_for
+from pizzamail.providers import Message, local, provider_for
 from pizzamail.providers.openai import MAX_WAIT, OpenAIProvider, backoff, parse_arguments, wire_message
-from pizzamail.providers import local
 from pizzamail.runner.dispatch import runs_at_once
 from pizzamail.runner.history import RunContext, history
 from pizzamail.secrets import SecretStore, secret_store
@@ -130,7 +129,8 @@ def test_runs_at_once_by_default_many_for_a_remote_provider_one_for_the_embedded
     assert runs_at_once(Config(), secrets) == 1  # no key: the embedded model stands in
     assert runs_at_once(Config(agent=AgentSettings(model="local:smollm2")), secrets) == 1
     own_server = {"local": ProviderSettings(base_url="http://127.0.0.1:9/v1", key_required=False)}
-    assert runs_at_once(Config(agent=AgentSettings(model="local:llama3"), providers=own_server), secrets) == 32
+    theirs = Config(agent=AgentSettings(model="local:llama3"), providers=own_server)
+    assert runs_at_once(theirs, secrets) == 32
     secrets.set("openai", "sk-test")
     assert runs_at_once(Config(), secrets) == 32
     explicit = Config(agent=AgentSettings(model="local:smollm2"), runner=RunnerSettings(concurrency=3))
