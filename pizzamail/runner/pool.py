@@ -51,6 +51,7 @@ from pizzamail.store.runfiles import Workspaces
 from pizzamail.store.runs import (
     Run,
     add_step,
+    any_queued,
     get_run,
     release_runs,
     requeue_interrupted,
@@ -111,6 +112,7 @@ class Runner:
     worker: str = field(default_factory=new_worker_id)
     """who holds this runner's runs (``host:pid:random``, see :mod:`pizzamail.store.leases`)"""
     _dispatcher: Dispatcher | None = field(default=None, init=False, repr=False)
+    _filing: set[asyncio.Task[None]] = field(default_factory=set, init=False, repr=False)  # tasks' filing
     _stopping: bool = field(default=False, init=False)
     _cancellable: set[asyncio.Task[Any]] = field(default_factory=set, init=False)
     _interrupted: list[int] = field(default_factory=list, init=False)
@@ -197,6 +199,7 @@ class Runner:
         if self._dispatcher is not None:
             await self._dispatcher.stop()
             self._dispatcher = None
+        await asyncio.gather(*self._filing)
         if self._heartbeat is not None:
             await self._heartbeat.__aexit__(None, None, None)
             self._heartbeat = None
@@ -311,7 +314,7 @@ class Runner:
         by = run.stop_requested or await stopped_by(self.store, run.id)
         if by:
             return await self._stopped(run, by)
-        await self._file_task()
+        self._file_task()
         return await self.work(run)
 
     async def _stopped(self, run: Run, by: str) -> str:
@@ -350,6 +353,9 @@ class Runner:
         if self._alone is not None:
             return None
         try:
+            # most looks find nothing (the poll, the look after each run): they need not write
+            if not await any_queued(self.store):
+                return None
             run = await claim_next(self.store, exclude_threads=set(self._busy.values()),
                                    busy=bool(self._busy), worker=self.worker,
                                    lease_seconds=self.config.store.lease_seconds)
@@ -529,28 +535,36 @@ class Runner:
         if not done:
             log.warning("run %d was finished elsewhere; its %s mail is dropped", run.id, mail.kind)
             return "lost"
-        await self._file()
+        await self._file(waiting=status == "waiting")
         # logged once the mail is in the Maildir (or, in a worker, committed for the front to file):
         # whoever reads the log may look for it there
         log.info("run %d %s (%s mail)", run.id, status, mail.kind)
         return status
 
-    async def _file_task(self) -> None:
+    def _file_task(self) -> None:
         """A run's task is in INBOX while it works, whoever stored it: another process (``pizzamail
-        task``, ``schedule run``) publishes no commit event here for the filing to follow."""
-        if self._filer is None:
-            return
+        task``, ``schedule run``) publishes no commit event here for the filing to follow. The run
+        does not wait for it: filing is serialised, and a run that starts among many would wait
+        for the filing of all their mail before its first model request."""
+        if self._filer is not None:
+            task = asyncio.create_task(self._file_quietly(self._filer))
+            self._filing.add(task)
+            task.add_done_callback(self._filing.discard)
+
+    @staticmethod
+    async def _file_quietly(filer: Filer) -> None:
         try:
-            await self._filer.run()
-        except Exception:  # filed at the next look; the run need not wait for it
+            await filer.run()
+        except Exception:  # filed at the next look
             log.exception("could not file new mail into the Maildir")
 
-    async def _file(self) -> None:
+    async def _file(self, *, waiting: bool) -> None:
         if self._filer is None:  # a worker: the front files the mail and keeps Action
             return
         try:
             await self._filer.run()
-            await self._approvals.sync()  # a request just filed is in Action before its run is waiting
+            if waiting:  # its request, just filed, is in Action before the run counts as waiting
+                await self._approvals.sync()
         except Exception:  # committed mail is filed at the next start; the run is done anyway
             log.exception("could not file new mail into the Maildir")
             return
