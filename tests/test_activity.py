@@ -227,6 +227,26 @@ async def test_a_burst_of_changes_is_shown_in_one_pass_after_it_settled(
     assert len(passes) == 2  # no pass, and no mail, for its "working" moment
 
 
+async def test_a_change_still_settling_when_the_board_leaves_is_shown_before_it_leaves(
+        store: Store, mailbox: Mailbox, blobs: BlobStore) -> None:
+    await new_task(store, blobs)
+    settling, settled = asyncio.Event(), asyncio.Event()
+
+    async def settle() -> None:
+        settling.set()
+        await settled.wait()
+
+    live = await LiveBoard(board=board(store, mailbox, blobs, Clock()), events=store.events,
+                           settle=settle).__aenter__()
+    await claim(store)
+    await settling.wait()
+    leaving = asyncio.create_task(live.__aexit__(None, None, None))
+    await asyncio.sleep(0)  # it has begun to leave
+    settled.set()
+    await leaving
+    assert await subjects(mailbox) == ["[working] Find flights"]  # not left for the next start
+
+
 async def test_every_store_function_that_moves_a_run_records_it(store: Store, blobs: BlobStore) -> None:
     seen: list[tuple[int, str]] = []
     store.events.subscribe(RunChanged, lambda e: seen.append((e.run, e.status)))

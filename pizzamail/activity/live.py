@@ -79,12 +79,12 @@ class LiveBoard:
             if self._leaving:
                 return
             await self.settle()
-            if self._leaving:
-                return
             self._kick.clear()
             try:
                 due = await self.board.sync()
             except Exception:  # the next event or tick tries again; the folder is re-read each pass
                 log.exception("could not update the Activity folder")
                 due = None
+            if self._leaving:  # asked to leave while the burst settled: it is shown, nothing is left
+                return
             wait = self.poll if due is None else min(self.poll, due)
