@@ -10,9 +10,9 @@ server (``FakeOpenAI``) as its provider, and talks to it over loopback as a mail
 (b) idle CPU of serve with ``[runner] concurrency = 256`` and with 1, side by side, over ``--idle``
     seconds (utime + stime from /proc/PID/stat), in % of one core;
 (c) RSS (VmRSS) after 200 runs on the 0-latency model;
-(d) 200 runs at once on a 1-second model (concurrency 256), submitted by one SMTP client: wall time
-    from the last submission until every run is done ÷ 1 s, and ms per mail of that client while the
-    runs work;
+(d) 200 runs on a 1-second model (concurrency 256), submitted by one SMTP client: wall time from
+    the last submission until every run is done ÷ 1 s, ms per mail of that client while the runs
+    work, and how many runs waited on the model at once (intake's pace bounds it);
 (e) SMTP intake, 4 clients x 150 mails, while the runner answers them (0-latency model), ÷ a bare
     aiosmtpd no-op handler (bench/intake.py's baseline server) in the same run.
 
@@ -228,13 +228,23 @@ def memory(bench: Bench, code: Path, runs: int) -> float:
 # -- (d) many runs at once, (e) intake while the runner works ------------------------------------------
 
 
-def many(bench: Bench, code: Path, runs: int) -> tuple[float, float, float]:
-    """(wall after the last submission ÷ the model's second, ms per mail while runs work, RSS MB)."""
+def many(bench: Bench, code: Path, runs: int) -> tuple[float, float, float, int]:
+    """(wall after the last submission ÷ the model's second, ms per mail while runs work, RSS MB,
+    most model requests in flight at once)."""
     with bench.serving(code, 256, delay=THINKING) as served:
+        bench.asked.clear()
         begin = time.perf_counter()
         submitted = submit(served.smtp, served.password, runs, "d")
         finished = served.until_done(runs)
-        return (finished - submitted) / THINKING, (submitted - begin) / runs * 1000, rss_mb(served.pid)
+        return ((finished - submitted) / THINKING, (submitted - begin) / runs * 1000, rss_mb(served.pid),
+                in_flight(bench.asked))
+
+
+def in_flight(asked: list[float]) -> int:
+    """The most requests to the 1-second model that were waiting for it at the same moment."""
+    asked = sorted(asked)
+    return max((sum(1 for t in asked[i:] if t < start + THINKING) for i, start in enumerate(asked)),
+               default=0)
 
 
 def intake_busy(bench: Bench, code: Path, clients: int, per_client: int) -> float:
@@ -285,9 +295,9 @@ def run_parts(bench: Bench, codes: dict[str, Path], args: argparse.Namespace) ->
         print(f"(d) {args.runs} runs at once on a {THINKING:g}-s model, concurrency 256, one SMTP client"
               " (goals: wall after the last submission ÷ 1 s < 1.5; < 10 ms per mail)")
         for name, code in codes.items():
-            ratio, per_mail, rss = many(bench, code, args.runs)
+            ratio, per_mail, rss, most = many(bench, code, args.runs)
             print(f"  {name}: wall ÷ 1 s {ratio:5.2f}   {per_mail:6.1f} ms per mail while runs work"
-                  f"   RSS after: {rss:6.1f} MB")
+                  f"   {most} runs at most waited on the model at once   RSS after: {rss:6.1f} MB")
     if "e" in args.parts:
         print(f"(e) SMTP intake, {intake.CLIENTS} clients x 150 mails, while the runner answers them,"
               " ÷ a bare aiosmtpd no-op handler (goal: >= 0.5x)")
