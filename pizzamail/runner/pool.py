@@ -34,7 +34,7 @@ from pizzamail.providers.types import Message, Provider, Response, ToolCall
 from pizzamail.runner.delegation import Delegation
 from pizzamail.runner.dispatch import Dispatcher, runs_at_once
 from pizzamail.runner.history import RunContext, history, load_context
-from pizzamail.runner.limits import Limits, run_notes, usage_of
+from pizzamail.runner.limits import Limits, run_notes, unavailable_notes, usage_of
 from pizzamail.runner.loop import Delegating, drive
 from pizzamail.runner.outcome import conclude
 from pizzamail.runner.stops import Heartbeat, StopWatch
@@ -575,10 +575,3 @@ class Runner:
 def _idempotent(toolbox: Toolbox, name: str) -> bool:
     offered = toolbox.get(name)
     return bool(offered and offered.idempotent)
-
-
-def unavailable_notes(toolbox: Toolbox) -> list[str]:
-    """The short notice for MCP servers that were down while this run worked."""
-    return [f"Note: the MCP server {u.server!r} was not available ({u.reason}); its tools could not be"
-            " used. pizzamail keeps trying to start it; `pizzamail doctor` shows its state."
-            for u in toolbox.unavailable]
