@@ -10,6 +10,8 @@ from email import message_from_bytes
 from email.message import EmailMessage
 from email.policy import default
 
+import pytest
+
 from pizzamail.activity.board import ACTIVITY_FOLDER, Board
 from pizzamail.activity.live import LiveBoard
 from pizzamail.activity.status import status_mail, status_name, status_subject
@@ -198,6 +200,51 @@ async def test_the_live_board_follows_commit_events(store: Store, mailbox: Mailb
         while await subjects(mailbox) != ["[working] Find flights"]:  # delivered; expunge follows
             changed = mailbox.change_event(folder)
             await asyncio.wait_for(changed.wait(), 10)
+
+
+async def test_a_burst_of_changes_is_shown_in_one_pass_after_it_settled(
+        store: Store, mailbox: Mailbox, blobs: BlobStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    shown = board(store, mailbox, blobs, Clock())
+    passes, settled = [], asyncio.Event()
+    real = shown.sync
+
+    async def counted() -> float | None:
+        passes.append(len(passes))
+        return await real()
+
+    monkeypatch.setattr(shown, "sync", counted)
+    await new_task(store, blobs)
+    async with LiveBoard(board=shown, events=store.events, settle=settled.wait):
+        folder = await mailbox.folder(ACTIVITY_FOLDER)
+        assert folder is not None and passes == [0]  # entering: the queued run
+        run = await claim(store)  # a run answered at once: working, then done
+        await finish(store, run)
+        changed = mailbox.change_event(folder)
+        settled.set()
+        while not (await subjects(mailbox))[0].startswith("[done]"):
+            await asyncio.wait_for(changed.wait(), 10)
+            changed = mailbox.change_event(folder)
+    assert len(passes) == 2  # no pass, and no mail, for its "working" moment
+
+
+async def test_a_change_still_settling_when_the_board_leaves_is_shown_before_it_leaves(
+        store: Store, mailbox: Mailbox, blobs: BlobStore) -> None:
+    await new_task(store, blobs)
+    settling, settled = asyncio.Event(), asyncio.Event()
+
+    async def settle() -> None:
+        settling.set()
+        await settled.wait()
+
+    live = await LiveBoard(board=board(store, mailbox, blobs, Clock()), events=store.events,
+                           settle=settle).__aenter__()
+    await claim(store)
+    await settling.wait()
+    leaving = asyncio.create_task(live.__aexit__(None, None, None))
+    await asyncio.sleep(0)  # it has begun to leave
+    settled.set()
+    await leaving
+    assert await subjects(mailbox) == ["[working] Find flights"]  # not left for the next start
 
 
 async def test_every_store_function_that_moves_a_run_records_it(store: Store, blobs: BlobStore) -> None:

@@ -5,13 +5,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from pizzamail.activity.board import Board
 from pizzamail.store.events import Events, MessageAdded, RunChanged
 
 log = logging.getLogger("pizzamail.activity")
+
+#: seconds the board lets a burst of changes settle before it shows them: a run answered in less shows
+#: only its end, and its own writes (the reply, its filing, the IDLE push) do not queue behind a
+#: "working" mail that would be stale by the time it is filed
+SETTLE = 0.25
 
 
 @dataclass(kw_only=True)
@@ -24,6 +29,8 @@ class LiveBoard:
     board: Board
     events: Events
     poll: float = 30.0
+    settle: Callable[[], Awaitable[None]] = lambda: asyncio.sleep(SETTLE)
+    """waited after the first change of a burst, before the pass that shows it"""
     _kick: asyncio.Event = field(default_factory=asyncio.Event, init=False)
     _leaving: bool = field(default=False, init=False)
     _task: asyncio.Task[None] | None = field(default=None, init=False)
@@ -71,10 +78,13 @@ class LiveBoard:
                     await self._kick.wait()
             if self._leaving:
                 return
+            await self.settle()
             self._kick.clear()
             try:
                 due = await self.board.sync()
             except Exception:  # the next event or tick tries again; the folder is re-read each pass
                 log.exception("could not update the Activity folder")
                 due = None
+            if self._leaving:  # asked to leave while the burst settled: it is shown, nothing is left
+                return
             wait = self.poll if due is None else min(self.poll, due)

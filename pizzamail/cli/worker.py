@@ -36,6 +36,7 @@ def worker(app: App, concurrency: int | None, verbose: bool) -> None:
 
 
 async def _work(app: App, worker: Worker) -> None:
+    from pizzamail.runner.dispatch import runs_at_once
     from pizzamail.store.location import store_place
 
     stop = asyncio.Event()
@@ -46,7 +47,7 @@ async def _work(app: App, worker: Worker) -> None:
     def ready() -> None:
         config = worker.config
         click.echo(f"pizzamail worker: store {store_place(config.store.url)},"
-                   f" {config.runner.concurrency} run(s) at a time")
+                   f" {runs_at_once(config, app.secrets)} run(s) at a time")
         click.echo(model_line(app))
         click.echo("pizzamail worker is ready. Stop it with Ctrl-C.")
 

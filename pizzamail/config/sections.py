@@ -69,17 +69,30 @@ class AgentSettings:
                              " (empty: this machine's zone)")
 
 
+#: runs worked on at once by default when a remote provider answers: they mostly wait on its answers
+REMOTE_CONCURRENCY = 32
+
+
 @dataclass(frozen=True, kw_only=True, config=SECTION)
 class RunnerSettings:
-    concurrency: Amount = setting(
-        2, "runs worked on at the same time (0: none in serve, all in `pizzamail worker`s, which need"
-           " [store] url)")
+    concurrency: Amount | None = setting(
+        None, f"runs worked on at the same time (default: {REMOTE_CONCURRENCY} with a remote model"
+              " provider, 1 when the embedded offline model answers; 0: none in serve, all in"
+              " `pizzamail worker`s, which need [store] url)")
     max_attempts: Count = setting(
         10, "times in a row a crash may cut a run off before it gets any further; then it fails (such a"
             " run resumes alone: another run's crash does not count against it)")
     delegation_depth: Count = setting(
         2, "most delegations in a row: a run this many delegations away from the user's task is"
            " not offered `delegate`")
+
+    def runs_at_once(self, *, embedded_model: bool) -> int:
+        """``concurrency`` when config.toml sets it; else one run at a time for the embedded model (one
+        llama.cpp engine in this process answers one prompt at a time, on this machine's cores),
+        :data:`REMOTE_CONCURRENCY` for a remote provider."""
+        if self.concurrency is not None:
+            return self.concurrency
+        return 1 if embedded_model else REMOTE_CONCURRENCY
 
 
 @dataclass(frozen=True, kw_only=True, config=SECTION)

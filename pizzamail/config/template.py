@@ -4,7 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from pizzamail.config.sections import AccountSettings, AgentSettings, RunnerSettings, ServerSettings
+from pizzamail.config.sections import (
+    REMOTE_CONCURRENCY,
+    AccountSettings,
+    AgentSettings,
+    RunnerSettings,
+    ServerSettings,
+)
 
 
 def default_config_text() -> str:
@@ -15,7 +21,9 @@ def default_config_text() -> str:
     for section, cls in sections:
         lines.append(f"[{section}]")
         for name, f in cls.__pydantic_fields__.items():
-            lines.append(f"{name} = {_toml(f.default)}  # {f.description}")
+            # a default that depends on other settings is shown commented out with its usual value
+            value = f"{name} = {_toml(f.default)}" if f.default is not None else f"# {name} = {_USUAL[name]}"
+            lines.append(f"{value}  # {f.description}")
         lines.append("")
     lines += [
         "# Any OpenAI-compatible endpoint; select it with agent.model = \"NAME:MODEL\".",
@@ -27,6 +35,9 @@ def default_config_text() -> str:
     ]
     return "\n".join(lines)
 
+
+#: the usual value of a setting whose default depends on others (written commented out)
+_USUAL = {"concurrency": REMOTE_CONCURRENCY}
 
 _TOOLS_EXAMPLE = [
     "# MCP servers (`pizzamail mcp add`, `pizzamail mcp list`). Nothing starts unless enabled = true.",

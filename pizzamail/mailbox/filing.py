@@ -40,7 +40,12 @@ def created_stamp(created_at: str) -> int:
 @dataclass(kw_only=True)
 class Filer:
     """Runs :func:`file_pending` one pass at a time: two passes at once could both see a row
-    as unfiled and index it twice. A service shares one Filer between everything that files."""
+    as unfiled and index it twice. A service shares one Filer between everything that files.
+
+    Whoever asks while a pass runs waits for the next one, which starts after that pass and is shared
+    by everyone who asked meanwhile: a caller's mail, committed before it asked, is filed when it
+    returns, and a burst of callers (every run that ends, every status mail) costs two passes, not a
+    queue of passes that each look at the whole index for the one row left."""
 
     mailbox: MailFolders
     blobs: BlobStore
@@ -48,11 +53,21 @@ class Filer:
     """whether this process files now: of several serves sharing the user's own account, only the
     leader writes to it (the others' mail stays unfiled until the leader's filing picks it up)"""
     _lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    _next: asyncio.Future[int] | None = field(default=None, init=False, repr=False)
+    """the pass that has not started yet: everyone asking now joins it"""
 
     async def run(self) -> int:
+        """File every message committed before this call; returns how many the pass filed."""
         if not self.files():
             return 0
+        if self._next is None:
+            self._next = asyncio.ensure_future(self._pass())
+        # one caller cancelled (a stopping runner) must not cancel the pass the others wait for
+        return await asyncio.shield(self._next)
+
+    async def _pass(self) -> int:
         async with self._lock:
+            self._next = None  # started: whoever asks from now on may have committed after its look
             if not self.files():  # asked again after the wait: the leadership may have moved meanwhile
                 return 0
             return await file_pending(self.mailbox, self.blobs)

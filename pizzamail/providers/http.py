@@ -10,8 +10,10 @@ trimming old history once (never the system prompt or the task) and asking again
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import random
+import ssl
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Self
@@ -32,6 +34,14 @@ MAX_WAIT = 120.0
 #: the first backoff; doubled on each retry
 BASE_WAIT = 1.0
 RETRY_STATUSES = frozenset({408, 429}) | frozenset(range(500, 600))
+
+
+@functools.cache
+def tls_context() -> ssl.SSLContext:
+    """The one TLS context of every provider's client (httpx's default: the CA bundle, or
+    $SSL_CERT_FILE). A run makes a new client; a new context each time would load the CA bundle
+    again, tens of milliseconds on the event loop before every run's first model request."""
+    return httpx.create_ssl_context()
 
 
 class ContextTooLong(ProviderError):
@@ -61,7 +71,8 @@ class JsonEndpoint:
     def _http(self) -> httpx.AsyncClient:
         if self._client is None:
             self._client = httpx.AsyncClient(base_url=self.base_url.rstrip("/") + "/", headers=self.headers,
-                                             auth=self.auth, timeout=httpx.Timeout(self.timeout))
+                                             auth=self.auth, timeout=httpx.Timeout(self.timeout),
+                                             verify=tls_context())
         return self._client
 
     async def aclose(self) -> None:

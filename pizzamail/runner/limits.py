@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pizzamail.config import Agent
 from pizzamail.providers.types import Message, Response
 from pizzamail.store.usage import Usage
+from pizzamail.tools import Toolbox
 from pizzamail.transcript import AgentStep, ModelStep, ToolStep
 
 LIMIT_PREFIX = "limit:"
@@ -121,3 +122,10 @@ def run_notes(outcome: object, agent: Agent, notice: str | None) -> list[str]:
     if notice:
         notes.append(notice)
     return notes
+
+
+def unavailable_notes(toolbox: Toolbox) -> list[str]:
+    """The short notice for MCP servers that were down while this run worked."""
+    return [f"Note: the MCP server {u.server!r} was not available ({u.reason}); its tools could not be"
+            " used. pizzamail keeps trying to start it; `pizzamail doctor` shows its state."
+            for u in toolbox.unavailable]

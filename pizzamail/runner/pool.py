@@ -1,7 +1,9 @@
 """The runner: a pool of asyncio workers that take queued runs and drive them to one mail each.
 
-Workers wait on a wake-up event (``wake()``, on every :class:`RunQueued` the store publishes) with a
-slow poll as fallback, so runs queued by another process (``pizzamail task``) are found too. Every run
+One :class:`~pizzamail.runner.dispatch.Dispatcher` claims queued runs and starts a task per run, up to
+``[runner] concurrency`` at once; it looks on ``wake()`` (every :class:`RunQueued` the store
+publishes) with a slow poll as fallback, so runs queued by another process (``pizzamail task``) are
+found too. Every run
 ends with exactly one mail in its thread: the reply, an error report, or a notice that no model is
 configured. A run interrupted by ``stop()`` goes back to the queue and resumes from its checkpoints;
 a run asked to stop (:meth:`Runner.halt`) ends ``stopped`` with a mail that says so.
@@ -30,8 +32,9 @@ from pizzamail.mailbox.writing import MailFolders
 from pizzamail.providers.registry import select_provider
 from pizzamail.providers.types import Message, Provider, Response, ToolCall
 from pizzamail.runner.delegation import Delegation
+from pizzamail.runner.dispatch import Dispatcher, runs_at_once
 from pizzamail.runner.history import RunContext, history, load_context
-from pizzamail.runner.limits import Limits, run_notes, usage_of
+from pizzamail.runner.limits import Limits, run_notes, unavailable_notes, usage_of
 from pizzamail.runner.loop import Delegating, drive
 from pizzamail.runner.outcome import conclude
 from pizzamail.runner.stops import Heartbeat, StopWatch
@@ -48,6 +51,7 @@ from pizzamail.store.runfiles import Workspaces
 from pizzamail.store.runs import (
     Run,
     add_step,
+    any_queued,
     get_run,
     release_runs,
     requeue_interrupted,
@@ -107,11 +111,11 @@ class Runner:
     composer and filer (the service passes the one its intake and sweep share)"""
     worker: str = field(default_factory=new_worker_id)
     """who holds this runner's runs (``host:pid:random``, see :mod:`pizzamail.store.leases`)"""
-    _tasks: list[asyncio.Task[None]] = field(default_factory=list, init=False)
+    _dispatcher: Dispatcher | None = field(default=None, init=False, repr=False)
+    _filing: set[asyncio.Task[None]] = field(default_factory=set, init=False, repr=False)  # tasks' filing
     _stopping: bool = field(default=False, init=False)
     _cancellable: set[asyncio.Task[Any]] = field(default_factory=set, init=False)
     _interrupted: list[int] = field(default_factory=list, init=False)
-    _kick: asyncio.Event = field(default_factory=asyncio.Event, init=False)
     _busy: dict[int, int] = field(default_factory=dict, init=False)  # run id -> thread id
     _working: dict[int, asyncio.Task[Any]] = field(default_factory=dict, init=False)  # run id -> its worker
     _halting: set[int] = field(default_factory=set, init=False)  # runs asked to stop
@@ -119,7 +123,6 @@ class Runner:
     _heartbeat: Heartbeat | None = field(default=None, init=False, repr=False)
     _watch: StopWatch | None = field(default=None, init=False, repr=False)
     _alone: int | None = field(default=None, init=False)  # a run a crash cut off: nothing runs beside it
-    _claiming: asyncio.Lock = field(default_factory=asyncio.Lock, init=False)
     _outcomes: dict[int, str] = field(default_factory=dict, init=False)
     _finished: dict[int, asyncio.Event] = field(default_factory=dict, init=False)
     _new_provider: Callable[[str], Provider] = field(init=False, repr=False)
@@ -171,13 +174,14 @@ class Runner:
         # the look is only for one missed while the LISTEN connection was down
         self._watch = await StopWatch(store=self.store, working=lambda: list(self._working), halt=self.halt,
                                       interval=0.5 if self.store.dialect == SQLITE else 5.0).__aenter__()
-        self._kick.set()  # look at the queue at once
-        self._tasks = [asyncio.create_task(self._worker(), name=f"pizzamail-runner-{n}")
-                       for n in range(self.config.runner.concurrency)]
+        capacity = runs_at_once(self.config, None if self.provider_factory else self.secrets)
+        self._dispatcher = Dispatcher(claim=self._claim, work=self._take, capacity=capacity,
+                                      poll_interval=self.poll_interval)
+        self._dispatcher.start()
         self._heartbeat = await Heartbeat(store=self.store, worker=self.worker,
                                           lease_seconds=self.config.store.lease_seconds,
                                           working=lambda: list(self._working), drop=self._drop).__aenter__()
-        log.info("runner started with %d worker(s) as %s", len(self._tasks), self.worker)
+        log.info("runner started for %d run(s) at a time as %s", capacity, self.worker)
 
     async def stop(self) -> None:
         """Stop the workers and wait for them; runs in flight go back to the queue.
@@ -190,11 +194,12 @@ class Runner:
         for unsubscribe in self._unsubscribe:
             unsubscribe()
         self._unsubscribe = []
-        self._kick.set()  # idle workers wake up and leave
         for task in list(self._cancellable):
             task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
-        self._tasks = []
+        if self._dispatcher is not None:
+            await self._dispatcher.stop()
+            self._dispatcher = None
+        await asyncio.gather(*self._filing)
         if self._heartbeat is not None:
             await self._heartbeat.__aexit__(None, None, None)
             self._heartbeat = None
@@ -214,12 +219,13 @@ class Runner:
         await self.stop()
 
     def wake(self) -> None:
-        """New runs are queued: an idle worker looks now instead of at the next poll."""
-        self._kick.set()
+        """New runs are queued: the dispatcher looks now instead of at the next poll."""
+        if self._dispatcher is not None:
+            self._dispatcher.wake()
 
     @property
     def running(self) -> bool:
-        return any(not t.done() for t in self._tasks)
+        return self._dispatcher is not None and self._dispatcher.running
 
     def halt(self, run_id: int) -> None:
         """Stop a run this runner works on: at once when it waits on the model or a tool, else at
@@ -257,32 +263,27 @@ class Runner:
             await self._finished.setdefault(run_id, asyncio.Event()).wait()
         return self._outcomes[run_id]
 
-    # -- workers -----------------------------------------------------------------------------
+    # -- dispatching ---------------------------------------------------------------------------
 
-    async def _worker(self) -> None:
-        while not self._stopping:
-            run = await self._claim()
-            if run is None:
-                await self._idle()
-                continue
-            self._kick.set()  # there may be more queued: let another idle worker look too
-            try:
-                status = await in_run(run.id, run.thread_id, self._run(run))
-            except LeaseLost:
-                log.warning("run %d: this runner's lease on it ran out (it went back to the queue for"
-                            " another worker); dropped here, its last step or mail not written", run.id)
-                status = "lost"
-            except Exception:  # e.g. the database failed while recording the end: keep the worker
-                log.exception("run %d could not be finished; it resumes later (at the next start, or"
-                              " once its lease runs out)", run.id)
-                status = "interrupted"
-            finally:
-                self._busy.pop(run.id, None)
-                self._working.pop(run.id, None)
-                self._halting.discard(run.id)
-                self._lost.discard(run.id)
-                self._not_alone(run.id)
-            self._record_outcome(run.id, status)
+    async def _take(self, run: Run) -> None:
+        """A claimed run, in a task of its own, to its end (``stop()`` may cancel it)."""
+        try:
+            status = await in_run(run.id, run.thread_id, self._run(run))
+        except LeaseLost:
+            log.warning("run %d: this runner's lease on it ran out (it went back to the queue for"
+                        " another worker); dropped here, its last step or mail not written", run.id)
+            status = "lost"
+        except Exception:  # e.g. the database failed while recording the end: keep the runner
+            log.exception("run %d could not be finished; it resumes later (at the next start, or"
+                          " once its lease runs out)", run.id)
+            status = "interrupted"
+        finally:
+            self._busy.pop(run.id, None)
+            self._working.pop(run.id, None)
+            self._halting.discard(run.id)
+            self._lost.discard(run.id)
+            self._not_alone(run.id)
+        self._record_outcome(run.id, status)
 
     async def _run(self, run: Run) -> str:
         """``work`` on ``run``, or end it ``stopped`` when that was asked (before it started, too:
@@ -313,7 +314,7 @@ class Runner:
         by = run.stop_requested or await stopped_by(self.store, run.id)
         if by:
             return await self._stopped(run, by)
-        await self._file_task()
+        self._file_task()
         return await self.work(run)
 
     async def _stopped(self, run: Run, by: str) -> str:
@@ -348,38 +349,30 @@ class Runner:
     async def _claim(self) -> Run | None:
         """The next run to work on. A run a crash cut off runs alone until it gets further, so a run
         that crashes the process every time takes only itself down, and only its own crashes
-        count against it (:func:`claim_next`)."""
-        async with self._claiming:  # one claim at a time: workers must agree on who runs alone
-            if self._alone is not None:
+        count against it (:func:`claim_next`). Only the dispatcher claims: one claim at a time."""
+        if self._alone is not None:
+            return None
+        try:
+            # most looks find nothing (the poll, the look after each run): they need not write
+            if not await any_queued(self.store):
                 return None
-            try:
-                run = await claim_next(self.store, exclude_threads=set(self._busy.values()),
-                                       busy=bool(self._busy), worker=self.worker,
-                                       lease_seconds=self.config.store.lease_seconds)
-            except Exception:  # the database may be busy or broken: keep the worker, try again later
-                log.exception("could not look for queued runs")
-                return None
-            if run is not None:
-                self._busy[run.id] = run.thread_id
-                if run.crashes:
-                    self._alone = run.id
-            return run
+            run = await claim_next(self.store, exclude_threads=set(self._busy.values()),
+                                   busy=bool(self._busy), worker=self.worker,
+                                   lease_seconds=self.config.store.lease_seconds)
+        except Exception:  # the database may be busy or broken: keep the runner, look again later
+            log.exception("could not look for queued runs")
+            return None
+        if run is not None:
+            self._busy[run.id] = run.thread_id
+            if run.crashes:
+                self._alone = run.id
+        return run
 
     def _not_alone(self, run_id: int) -> None:
         """``run_id`` got further than the last crash, or ended: other runs may start beside it."""
         if self._alone == run_id:
             self._alone = None
-            self._kick.set()
-
-    async def _idle(self) -> None:
-        # stop() does not cancel idle workers: it sets the kick and they leave by themselves
-        if self._stopping:
-            return
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(self.poll_interval):
-                await self._kick.wait()
-        if not self._stopping:  # stop()'s kick must stay set for workers still on their way here
-            self._kick.clear()
+            self.wake()
 
     # -- one run -----------------------------------------------------------------------------
 
@@ -542,28 +535,36 @@ class Runner:
         if not done:
             log.warning("run %d was finished elsewhere; its %s mail is dropped", run.id, mail.kind)
             return "lost"
-        await self._file()
+        await self._file(waiting=status == "waiting")
         # logged once the mail is in the Maildir (or, in a worker, committed for the front to file):
         # whoever reads the log may look for it there
         log.info("run %d %s (%s mail)", run.id, status, mail.kind)
         return status
 
-    async def _file_task(self) -> None:
+    def _file_task(self) -> None:
         """A run's task is in INBOX while it works, whoever stored it: another process (``pizzamail
-        task``, ``schedule run``) publishes no commit event here for the filing to follow."""
-        if self._filer is None:
-            return
+        task``, ``schedule run``) publishes no commit event here for the filing to follow. The run
+        does not wait for it: filing is serialised, and a run that starts among many would wait
+        for the filing of all their mail before its first model request."""
+        if self._filer is not None:
+            task = asyncio.create_task(self._file_quietly(self._filer))
+            self._filing.add(task)
+            task.add_done_callback(self._filing.discard)
+
+    @staticmethod
+    async def _file_quietly(filer: Filer) -> None:
         try:
-            await self._filer.run()
-        except Exception:  # filed at the next look; the run need not wait for it
+            await filer.run()
+        except Exception:  # filed at the next look
             log.exception("could not file new mail into the Maildir")
 
-    async def _file(self) -> None:
+    async def _file(self, *, waiting: bool) -> None:
         if self._filer is None:  # a worker: the front files the mail and keeps Action
             return
         try:
             await self._filer.run()
-            await self._approvals.sync()  # a request just filed is in Action before its run is waiting
+            if waiting:  # its request, just filed, is in Action before the run counts as waiting
+                await self._approvals.sync()
         except Exception:  # committed mail is filed at the next start; the run is done anyway
             log.exception("could not file new mail into the Maildir")
             return
@@ -574,10 +575,3 @@ class Runner:
 def _idempotent(toolbox: Toolbox, name: str) -> bool:
     offered = toolbox.get(name)
     return bool(offered and offered.idempotent)
-
-
-def unavailable_notes(toolbox: Toolbox) -> list[str]:
-    """The short notice for MCP servers that were down while this run worked."""
-    return [f"Note: the MCP server {u.server!r} was not available ({u.reason}); its tools could not be"
-            " used. pizzamail keeps trying to start it; `pizzamail doctor` shows its state."
-            for u in toolbox.unavailable]

@@ -95,6 +95,11 @@ async def get_run(store: Store, run_id: int) -> Run:
     return Run(**dict(row))
 
 
+async def any_queued(store: Store) -> bool:
+    """Whether a run waits in the queue: a read, so a look at an empty queue takes no write turn."""
+    return await store.fetchone("SELECT 1 FROM runs WHERE status = 'queued' LIMIT 1") is not None
+
+
 async def requeue_interrupted(store: Store) -> list[int]:
     """Every run left ``running`` goes back to the queue (SQLite, one runner per home: at its start
     they were all cut off by a crash). See :func:`requeue`."""

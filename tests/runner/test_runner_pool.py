@@ -288,3 +288,26 @@ async def test_stopping_right_after_a_wake_never_hangs(harness: Harness) -> None
         runner.wake()
         await asyncio.wait_for(runner.stop(), TIMEOUT)
         assert not runner.running
+
+
+async def test_one_dispatcher_claims_for_any_concurrency_and_an_idle_runner_holds_no_task_per_place(
+    harness: Harness, fake_openai: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    claims: list[int | None] = []
+
+    async def counted(*args: Any, **kwargs: Any) -> Any:
+        run = await claim_next(*args, **kwargs)
+        claims.append(run.id if run else None)
+        return run
+
+    monkeypatch.setattr(pool, "claim_next", counted)
+    harness = harness.with_config(runner=RunnerSettings(concurrency=256))
+    fake_openai.script([text("answered")])
+    before = asyncio.all_tasks()
+    async with harness.running(poll_interval=3600) as runner:
+        parts = asyncio.all_tasks() - before  # the dispatcher and the lease heartbeat and stop watch
+        assert len(parts) <= 4
+        run_id = await harness.task("hello")  # its RunQueued wakes the dispatcher: no poll, no wake()
+        assert await asyncio.wait_for(runner.wait_for(run_id), TIMEOUT) == "done"
+    # the start's look, the run's claim, the look after it: one each, not one per place
+    assert run_id in claims and len(claims) <= 4

@@ -8,11 +8,12 @@ import pytest
 
 from pizzamail.composer import Composer, MailContext, reference_chain, reply_subject
 from pizzamail.composer.render import markdown_html, templates_dir
-from pizzamail.config import AgentSettings, Config, ProviderSettings, parse_config
+from pizzamail.config import AgentSettings, Config, ProviderSettings, RunnerSettings, parse_config
 from pizzamail.errors import ProviderNotConfigured, RunError
 from pizzamail.home import Home
-from pizzamail.providers import Message, provider_for
+from pizzamail.providers import Message, local, provider_for
 from pizzamail.providers.openai import MAX_WAIT, OpenAIProvider, backoff, parse_arguments, wire_message
+from pizzamail.runner.dispatch import runs_at_once
 from pizzamail.runner.history import RunContext, history
 from pizzamail.secrets import SecretStore, secret_store
 from pizzamail.store.blobs import FileBlobs
@@ -118,6 +119,23 @@ async def test_a_named_provider_uses_its_own_keyring_entry(tmp_path: Path) -> No
     assert isinstance(provider, OpenAIProvider)
     assert (provider.name, provider.api_key, provider.model) == ("local", "sk-local", "llama3")
     await provider.aclose()
+
+
+def test_runs_at_once_by_default_many_for_a_remote_provider_one_for_the_embedded_model(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    secrets = _secrets(tmp_path)
+    monkeypatch.setattr(local, "available", lambda: True)
+    assert runs_at_once(Config(), secrets) == 1  # no key: the embedded model stands in
+    assert runs_at_once(Config(agent=AgentSettings(model="local:smollm2")), secrets) == 1
+    own_server = {"local": ProviderSettings(base_url="http://127.0.0.1:9/v1", key_required=False)}
+    theirs = Config(agent=AgentSettings(model="local:llama3"), providers=own_server)
+    assert runs_at_once(theirs, secrets) == 32
+    secrets.set("openai", "sk-test")
+    assert runs_at_once(Config(), secrets) == 32
+    explicit = Config(agent=AgentSettings(model="local:smollm2"), runner=RunnerSettings(concurrency=3))
+    assert runs_at_once(explicit, secrets) == 3  # config.toml's number wins
+    assert parse_config({"runner": {"concurrency": 2}}).runner.runs_at_once(embedded_model=False) == 2
 
 
 def test_a_missing_key_explains_every_way_to_fix_it(tmp_path: Path) -> None:

@@ -1,0 +1,312 @@
+"""The agent path of a real ``pizzamail serve``: reply latency, idle CPU, memory, many runs at once, and
+SMTP intake while the runner works.
+
+Every part starts its own ``python -m pizzamail serve`` in a fresh home, with the tests' scripted model
+server (``FakeOpenAI``) as its provider, and talks to it over loopback as a mail program would:
+
+(a) latency: N tasks one after another, each timed from the SMTP send until an IMAP client in IDLE
+    sees the reply (``* N EXISTS``), 0-latency model; p50/p90 and where the time goes (SMTP 250, the
+    task filed in INBOX, the model request, the reply filed);
+(b) idle CPU of serve with ``[runner] concurrency = 256`` and with 1, side by side, over ``--idle``
+    seconds (utime + stime from /proc/PID/stat), in % of one core;
+(c) RSS (VmRSS) after 200 runs on the 0-latency model;
+(d) 200 runs on a 1-second model (concurrency 256), submitted by one SMTP client: wall time from
+    the last submission until every run is done ÷ 1 s, ms per mail of that client while the runs
+    work, and how many runs waited on the model at once (intake's pace bounds it);
+(e) SMTP intake, 4 clients x 150 mails, while the runner answers them (0-latency model), ÷ a bare
+    aiosmtpd no-op handler (bench/intake.py's baseline server) in the same run.
+
+``--against DIR`` runs every part with a second checkout too (e.g. ``--against /work/main``), side by
+side in the same run; the figures of both are printed.
+
+    python bench/agent.py [--parts abcde] [--tasks 40] [--idle 10] [--against DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import imaplib
+import os
+import smtplib
+import sqlite3
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench import intake
+from pizzamail.home import Home
+from tests.e2e.harness import Served, serve_env, task_mail, write_config
+from tests.fakes.openai_server import FakeOpenAI, Recorded, Scripted, slow, text
+
+REPO = Path(__file__).resolve().parents[1]
+THINKING = 1.0  # seconds the slow model takes for (d)
+
+
+@dataclass(kw_only=True)
+class Serve(Served):
+    """``pizzamail serve`` of the checkout ``code`` (its own directory first on sys.path)."""
+
+    code: Path = REPO
+
+    def launch(self) -> Serve:
+        self.env = {**self.env, "PYTHONPATH": str(self.code)}
+        cwd = os.getcwd()
+        os.chdir(self.code)  # ``python -m`` puts the working directory first on sys.path
+        try:
+            self.start()
+        finally:
+            os.chdir(cwd)
+        return self
+
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None
+        return self.proc.pid
+
+    def done(self) -> int:
+        """Runs finished (done) so far, read beside the server."""
+        with sqlite3.connect(f"file:{Home(root=self.home).database}?mode=ro", uri=True, timeout=30) as db:
+            return int(db.execute("SELECT count(*) FROM runs WHERE status = 'done'").fetchone()[0])
+
+    def until_done(self, runs: int, timeout: float = 300) -> float:
+        deadline = time.monotonic() + timeout
+        while self.done() < runs:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"only {self.done()} of {runs} runs done")
+            time.sleep(0.01)
+        return time.perf_counter()
+
+
+@dataclass(kw_only=True)
+class Bench:
+    root: Path
+    fake: FakeOpenAI
+    asked: list[float] = field(default_factory=list)
+    """when the model received each request (perf_counter)"""
+
+    def answer(self, delay: float) -> Callable[[Recorded], Scripted]:
+        def scripted(request: Recorded) -> Scripted:
+            self.asked.append(time.perf_counter())
+            return slow(text("Done."), delay) if delay else text("Done.")
+        return scripted
+
+    @contextmanager
+    def serving(self, code: Path, concurrency: int | None = None, delay: float = 0.0) -> Iterator[Serve]:
+        self.fake.script([], then=self.answer(delay))
+        home = self.root / f"home-{time.time_ns()}"
+        write_config(home, base_url=self.fake.base_url)
+        if concurrency is not None:
+            with (home / "config.toml").open("a") as config:
+                config.write(f"[runner]\nconcurrency = {concurrency}\n")
+        served = Serve(home=home, env=serve_env(home), code=code).launch()
+        try:
+            yield served
+        finally:
+            served.stop()
+
+
+# -- (a) latency -----------------------------------------------------------------------------------
+
+
+class Idle:
+    """An IMAP client in IDLE on INBOX, reading the server's pushes."""
+
+    def __init__(self, served: Serve) -> None:
+        self.imap = imaplib.IMAP4("127.0.0.1", served.imap)
+        self.imap.login("me", served.password)
+        _, data = self.imap.select("INBOX")
+        self.exists = int(data[0] or 0)
+        self.imap.send(b"i1 IDLE\r\n")
+        assert self.imap.readline().startswith(b"+")
+
+    def until(self, count: int) -> float:
+        """Read pushes until INBOX holds ``count`` messages; returns when (perf_counter)."""
+        while self.exists < count:
+            line = self.imap.readline()
+            if line.endswith(b"EXISTS\r\n"):
+                self.exists = int(line.split()[1])
+        return time.perf_counter()
+
+    def close(self) -> None:
+        self.imap.send(b"DONE\r\n")
+        while not self.imap.readline().startswith(b"i1 "):
+            pass
+        self.imap.logout()
+
+
+def latency(bench: Bench, code: Path, tasks: int) -> dict[str, list[float]]:
+    with bench.serving(code) as served:
+        idle = Idle(served)
+        smtp = smtplib.SMTP("127.0.0.1", served.smtp, timeout=30)
+        smtp.login("me", served.password)
+        marks: dict[str, list[float]] = {k: [] for k in ("total", "smtp 250", "task filed", "model asked",
+                                                         "reply filed after the model")}
+        for n in range(tasks + 3):  # the first three warm up (imports, caches)
+            mail = task_mail(f"task {n}", subject=f"Task {n}")
+            bench.asked.clear()
+            base = idle.exists
+            sent = time.perf_counter()
+            smtp.send_message(mail)
+            accepted = time.perf_counter()
+            filed = idle.until(base + 1)
+            replied = idle.until(base + 2)
+            if n < 3:
+                continue
+            asked = bench.asked[0] if bench.asked else float("nan")
+            for key, value in (("total", replied - sent), ("smtp 250", accepted - sent),
+                               ("task filed", filed - sent), ("model asked", asked - sent),
+                               ("reply filed after the model", replied - asked)):
+                marks[key].append(value * 1000)
+        smtp.quit()
+        idle.close()
+    return marks
+
+
+def p(values: list[float], q: int) -> float:
+    if len(values) == 1:
+        return values[0]
+    return statistics.quantiles(values, n=100, method="inclusive")[q - 1]
+
+
+def show_latency(name: str, marks: dict[str, list[float]]) -> None:
+    total = marks["total"]
+    print(f"  {name}: mail -> reply seen in IDLE p50 {p(total, 50):6.1f} ms, p90 {p(total, 90):6.1f} ms"
+          f" ({len(total)} tasks)")
+    for key, values in marks.items():
+        if key != "total":
+            print(f"      {key:30s} p50 {p(values, 50):6.1f} ms  p90 {p(values, 90):6.1f} ms")
+
+
+# -- (b) idle CPU, (c) memory ------------------------------------------------------------------------
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def idle_cpu(bench: Bench, code: Path, seconds: float) -> dict[int, float]:
+    """% of one core used by an idle serve, at concurrency 256 and 1 over the same seconds."""
+    with bench.serving(code, 256) as many, bench.serving(code, 1) as one:
+        time.sleep(2)  # the start's own work settles
+        before = {n: cpu_seconds(s.pid) for n, s in ((256, many), (1, one))}
+        time.sleep(seconds)
+        return {n: (cpu_seconds(s.pid) - before[n]) / seconds * 100 for n, s in ((256, many), (1, one))}
+
+
+def submit(port: int, password: str, count: int, tag: str) -> float:
+    """``count`` tasks over one SMTP connection; returns when the last was accepted."""
+    with smtplib.SMTP("127.0.0.1", port, timeout=120) as smtp:
+        smtp.login("me", password)
+        for n in range(count):
+            smtp.send_message(task_mail(f"task {tag}{n}", subject=f"Task {tag}{n}"))
+    return time.perf_counter()
+
+
+def memory(bench: Bench, code: Path, runs: int) -> float:
+    with bench.serving(code) as served:
+        submit(served.smtp, served.password, runs, "m")
+        served.until_done(runs)
+        return rss_mb(served.pid)
+
+
+# -- (d) many runs at once, (e) intake while the runner works ------------------------------------------
+
+
+def many(bench: Bench, code: Path, runs: int) -> tuple[float, float, float, int]:
+    """(wall after the last submission ÷ the model's second, ms per mail while runs work, RSS MB,
+    most model requests in flight at once)."""
+    with bench.serving(code, 256, delay=THINKING) as served:
+        bench.asked.clear()
+        begin = time.perf_counter()
+        submitted = submit(served.smtp, served.password, runs, "d")
+        finished = served.until_done(runs)
+        return ((finished - submitted) / THINKING, (submitted - begin) / runs * 1000, rss_mb(served.pid),
+                in_flight(bench.asked))
+
+
+def in_flight(asked: list[float]) -> int:
+    """The most requests to the 1-second model that were waiting for it at the same moment."""
+    asked = sorted(asked)
+    return max((sum(1 for t in asked[i:] if t < start + THINKING) for i, start in enumerate(asked)),
+               default=0)
+
+
+def intake_busy(bench: Bench, code: Path, clients: int, per_client: int) -> float:
+    """msg/s of ``clients`` SMTP clients while the runner answers every mail."""
+    with bench.serving(code) as served:
+        begin = time.perf_counter()
+        with ThreadPoolExecutor(clients) as pool:
+            list(pool.map(lambda c: submit(served.smtp, served.password, per_client, f"c{c}-"),
+                          range(clients)))
+        rate = clients * per_client / (time.perf_counter() - begin)
+        served.until_done(clients * per_client)
+        return rate
+
+
+# -- main ------------------------------------------------------------------------------------------
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--parts", default="abcde", help="which parts to run (letters a-e)")
+    parser.add_argument("--tasks", type=int, default=40, help="(a) tasks timed one after another")
+    parser.add_argument("--idle", type=float, default=10.0, help="(b) seconds of idle CPU measured")
+    parser.add_argument("--runs", type=int, default=200, help="(c), (d) runs")
+    parser.add_argument("--against", type=Path, help="a second checkout measured side by side")
+    args = parser.parse_args()
+    os.environ["PYTHON_KEYRING_BACKEND"] = "keyring.backends.fail.Keyring"  # the homes' secrets are files
+    codes = {"this": REPO, **({"against": args.against.resolve()} if args.against else {})}
+    with tempfile.TemporaryDirectory() as tmp, FakeOpenAI() as fake:
+        bench = Bench(root=Path(tmp), fake=fake)
+        run_parts(bench, codes, args)
+
+
+def run_parts(bench: Bench, codes: dict[str, Path], args: argparse.Namespace) -> None:
+    if "a" in args.parts:
+        print("(a) mail -> reply visible to an IDLE client, 0-latency model (goal: p50 < 30 ms)")
+        for name, code in codes.items():
+            show_latency(name, latency(bench, code, args.tasks))
+    if "b" in args.parts:
+        print(f"(b) idle CPU of serve over {args.idle:g} s, % of one core (goal: < 0.5 % at any concurrency)")
+        for name, code in codes.items():
+            cpu = idle_cpu(bench, code, args.idle)
+            print(f"  {name}: concurrency 256: {cpu[256]:5.2f} %   concurrency 1: {cpu[1]:5.2f} %")
+    if "c" in args.parts:
+        print(f"(c) RSS of serve after {args.runs} runs (goal: < 120 MB)")
+        for name, code in codes.items():
+            print(f"  {name}: {memory(bench, code, args.runs):6.1f} MB")
+    if "d" in args.parts:
+        print(f"(d) {args.runs} runs at once on a {THINKING:g}-s model, concurrency 256, one SMTP client"
+              " (goals: wall after the last submission ÷ 1 s < 1.5; < 10 ms per mail)")
+        for name, code in codes.items():
+            ratio, per_mail, rss, most = many(bench, code, args.runs)
+            print(f"  {name}: wall ÷ 1 s {ratio:5.2f}   {per_mail:6.1f} ms per mail while runs work"
+                  f"   {most} runs at most waited on the model at once   RSS after: {rss:6.1f} MB")
+    if "e" in args.parts:
+        print(f"(e) SMTP intake, {intake.CLIENTS} clients x 150 mails, while the runner answers them,"
+              " ÷ a bare aiosmtpd no-op handler (goal: >= 0.5x)")
+        baseline = intake.measure("baseline", intake.CLIENTS * 150)
+        print(f"  bare aiosmtpd: {baseline:7.1f} msg/s")
+        for name, code in codes.items():
+            rate = intake_busy(bench, code, intake.CLIENTS, 150)
+            print(f"  {name}: {rate:7.1f} msg/s   {rate / baseline:5.2f}x")
+
+
+if __name__ == "__main__":
+    main()
