@@ -2,8 +2,8 @@
 
 Both servers run in their own process with the same AUTH settings and the same event loop;
 ``--clients`` client threads (4) each send messages over one authenticated connection. The baseline
-handler answers 250 without doing anything; pizzamail's handler parses, fsyncs the blob and commits
-thread, message and run before it answers (mails arriving together share one commit). Prints
+handler answers 250 without doing anything; pizzamail's handler parses and commits the mail's
+bytes, thread, message and run before it answers (mails arriving together share one commit). Prints
 messages per second for both and their ratio.
 
     python bench/intake.py [--messages 400] [--clients 4]
@@ -30,7 +30,7 @@ from aiosmtpd.smtp import SMTP, Envelope, Session
 from pizzamail.auth import Accounts
 from pizzamail.intake.smtp import IntakeHandler, authenticator, start_smtp_server
 from pizzamail.store import Store
-from pizzamail.store.blobs import FileBlobs
+from pizzamail.store.blobs import FileBlobs, SqliteBlobs
 
 OWNER, BOT, CLIENTS = "me@pizzamail.localhost", "bot@pizzamail.localhost", 4
 ACCOUNTS = Accounts(user="me", password="pw", addresses=frozenset({OWNER}))
@@ -44,7 +44,8 @@ class NoOp:
 async def _serve(kind: str, port_out: mp.Queue[int], home: str) -> None:
     if kind == "pizzamail":
         store = await Store(path=Path(home) / "state.db").open()
-        handler = IntakeHandler(store=store, blobs=FileBlobs(root=Path(home) / "blobs"),
+        blobs = SqliteBlobs(files=FileBlobs(root=Path(home) / "blobs"), store=store)
+        handler = IntakeHandler(store=store, blobs=blobs,
                                 accounts=ACCOUNTS, agents=frozenset({BOT}), domain="pizzamail.localhost")
         server = await start_smtp_server(host="127.0.0.1", port=0, handler=handler, max_size=10_000_000)
     else:

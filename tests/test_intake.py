@@ -305,3 +305,28 @@ async def test_starttls_is_required_when_bound_beyond_loopback(
         server.close()
         await server.wait_closed()
     assert await count(store, "messages") == 1
+
+
+async def test_a_small_task_is_parsed_in_the_loop_a_large_or_many_part_one_in_a_thread(
+    smtp_port: int, store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A hop to a worker thread and back costs a small mail more than its parse; a mail whose
+    parse may take long (large, or of many parts) still leaves the loop free meanwhile."""
+    to_thread, sent_away = asyncio.to_thread, []
+
+    async def counted(work: Callable[..., object], *args: object) -> object:
+        sent_away.append(work)
+        return await to_thread(work, *args)
+
+    monkeypatch.setattr(asyncio, "to_thread", counted)
+    await asyncio.to_thread(send, smtp_port, mail("small"))
+    assert sent_away == [send]
+    await asyncio.to_thread(send, smtp_port, mail("large", body="many words\n" * 7_000))
+    parts = EmailMessage()
+    parts["From"], parts["To"], parts["Subject"] = OWNER, BOT, "parts"
+    parts.set_content("see the files")
+    for n in range(6):
+        parts.add_attachment(b"x", maintype="application", subtype="octet-stream", filename=f"{n}.bin")
+    await asyncio.to_thread(send, smtp_port, parts.as_bytes(policy=email.policy.SMTP))
+    assert len(sent_away) == 5 and sent_away.count(send) == 3  # the other two: their parses
+    assert await count(store, "messages") == 3

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import email.headerregistry
+import uuid
+
+import pytest
+
 from pizzamail.mail.build import AttachedFile, build_mail
 from pizzamail.mail.ids import bare, bracketed, new_message_id
 from pizzamail.mail.parse import parse_bytes, parse_mail
@@ -58,3 +63,32 @@ def test_a_parts_type_follows_its_content_type_header_when_it_changes() -> None:
     assert msg.get_content_type() == "text/plain"
     msg.set_default_type("message/rfc822")
     assert msg.get_content_type() == "message/rfc822"
+
+
+def test_a_header_value_is_parsed_once_however_often_and_in_however_many_mails_it_is_read(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The modern policy parses a header at every read; a part's Content-Type alone is read about
+    ten times a mail. The same short value (the owner's From, the agent's To, the usual
+    Content-Type) is parsed once, and read back as the stdlib gives it."""
+    parse = email.headerregistry.ContentTypeHeader.parse
+    parsed: list[str] = []
+
+    def counted(cls: type, value: str, kwds: dict[str, object]) -> None:
+        parsed.append(value)
+        parse.__func__(cls, value, kwds)  # type: ignore[attr-defined]
+
+    monkeypatch.setattr(email.headerregistry.ContentTypeHeader, "parse", classmethod(counted))
+    kind = f'text/plain; charset="utf-8"; x-mark="{uuid.uuid4().hex}"'
+    raw = f"From: Me <me@x>\r\nTo: bot@x\r\nSubject: s\r\nContent-Type: {kind}\r\n\r\nhi\r\n".encode()
+    first, again = parse_bytes(raw), parse_mail(raw)
+    assert (first.get_content_type(), first.get_content_charset(), first.get_content().strip()) == (
+        "text/plain", "utf-8", "hi")
+    assert (again.body, again.sender, again.header("To")) == ("hi", "me@x", "bot@x")
+    assert parsed == [kind]
+    assert first["content-type"].params["x-mark"] == kind.rsplit('"', 2)[1]
+
+
+def test_a_long_header_value_is_parsed_at_each_read_as_before() -> None:
+    subject = "word " * 200
+    assert parse_mail(f"Subject: {subject}\r\n\r\nhi\r\n".encode()).subject == subject.strip()

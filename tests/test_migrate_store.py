@@ -15,13 +15,14 @@ import pytest
 from pizzamail.config import ScheduleSettings
 from pizzamail.errors import HomeInUse, TransferError
 from pizzamail.home import Home, serving
-from pizzamail.intake.tasks import store_task
+from pizzamail.intake.batch import GroupCommit
+from pizzamail.intake.tasks import Received, store_task
 from pizzamail.mail.parse import parse_mail
 from pizzamail.mailbox import Mailbox
 from pizzamail.mailbox.filing import Filer
 from pizzamail.store import Store
 from pizzamail.store.actions import NewHeldAction, hold_action
-from pizzamail.store.blobs import FileBlobs
+from pizzamail.store.blobs import digest_of
 from pizzamail.store.location import blobs_for, workspaces_for
 from pizzamail.store.memory import add_note, relevant_notes
 from pizzamail.store.runs import add_step
@@ -32,6 +33,8 @@ from tests.test_cli import run
 BOT = "bot@pizzamail.localhost"
 #: SQLite's own: what ran on it, and memory's FTS5 index (PostgreSQL's is a generated column)
 SQLITE_ONLY = ("migrations", "memory_search", "sqlite_sequence")
+#: filled from files as well as from SQLite's rows: compared by loading each message's blob
+FILLED_FROM_FILES = ("blobs",)
 
 
 def task_mail(subject: str) -> bytes:
@@ -44,9 +47,14 @@ def task_mail(subject: str) -> bytes:
 
 async def fill(home: Home) -> int:
     """A home that served a while: a task with its run, a step, a held action, a note, a schedule,
-    its mail filed in the Maildir (the index rows) and a file the run wrote. Returns the run."""
+    its mail filed in the Maildir (the index rows) and a file the run wrote; a mail taken by SMTP
+    too, whose bytes SQLite keeps in its own table. Returns the run."""
     async with Store(path=home.database) as store:
-        blobs = FileBlobs(root=home.blobs)
+        blobs = blobs_for(home, store)
+        smtp = task_mail("Mend the nets")
+        await GroupCommit(store=store, blobs=blobs).commit(Received(
+            raw=smtp, parsed=parse_mail(smtp), agent=BOT, domain="pizzamail.localhost"))
+        assert [tuple(r) for r in await store.fetchall("SELECT digest FROM blobs")] == [(digest_of(smtp),)]
         raw = task_mail("Check the tides")
         stored = await store_task(store, blobs, raw, parse_mail(raw), agent=BOT, domain="pizzamail.localhost")
         assert stored.run_id is not None and stored.thread_id is not None
@@ -73,7 +81,7 @@ async def tables_of(sqlite: Store, target: Store) -> dict[str, tuple[list[Any], 
     names = [str(r[0]) for r in await sqlite.fetchall(
         "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'memory_search%'")]
     found = {}
-    for table in (t for t in names if t not in SQLITE_ONLY):
+    for table in (t for t in names if t not in SQLITE_ONLY + FILLED_FROM_FILES):
         columns = ", ".join(str(r[1]) for r in await sqlite.fetchall(f"PRAGMA table_info({table})"))
         query = f"SELECT {columns} FROM {table} ORDER BY {columns}"
         found[table] = ([tuple(r) for r in await sqlite.fetchall(query)],
@@ -97,8 +105,8 @@ async def test_a_home_is_copied_with_its_ids_blobs_and_files_and_goes_on_in_post
         assert all(before for table, (before, _) in tables.items()
                    if table in ("threads", "runs", "steps", "held_actions", "schedules", "memory"))
         for message in await sqlite.fetchall("SELECT blob FROM messages"):
-            assert await blobs_for(home, target).load(message[0]) == await FileBlobs(
-                root=home.blobs).load(message[0])
+            assert await blobs_for(home, target).load(message[0]) == await blobs_for(
+                home, sqlite).load(message[0])
         elsewhere = workspaces_for(Home(root=tmp_path / "worker"), target)  # a machine with no files
         folder = await elsewhere.fetch(run_id)
         assert (folder / "report.md").read_bytes() == b"# Tides\n"
@@ -119,9 +127,10 @@ async def test_a_database_that_holds_data_is_refused(home: Home, pg_cluster: pos
         await asyncio.to_thread(run, home.root, "migrate-store", url)
     assert "already holds pizzamail's data" in refused.value.cli_message()
     assert "url of an empty database" in refused.value.cli_message()
-    async with Store(url=url) as target:
+    async with Store(url=url) as target, Store(path=home.database) as sqlite:
         [(threads,)] = await target.fetchall("SELECT count(*) FROM threads")
-    assert threads == 1  # nothing copied twice
+        [(there,)] = await sqlite.fetchall("SELECT count(*) FROM threads")
+    assert threads == there == 2  # nothing copied twice
 
 
 async def test_a_home_being_served_is_not_copied(home: Home, pg_cluster: postgres.Cluster) -> None:

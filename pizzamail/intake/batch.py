@@ -1,9 +1,10 @@
 """Group commit: the mails that arrive while a commit is under way share the next one.
 
-SMTP answers ``250`` only once its mail is committed, its bytes fsynced first. Alone, each mail
-would pay its own fsyncs and its own turn at the store's write lock; here the mails of a batch
-are saved together (the fsyncs of their files, then of their folders, each folder once) and
-recorded in one transaction, one commit, all in one step of the store's writer thread on SQLite
+SMTP answers ``250`` only once its mail is committed, bytes and all. Alone, each mail would pay
+its own fsync and its own turn at the store's write lock; here the mails of a batch are saved
+together (:meth:`~pizzamail.store.blobs.BlobStore.save_in`: into the ``blobs`` table of the same
+transaction, so the commit is the batch's one fsync) and recorded in one transaction, one commit,
+all in one step of the store's writer thread on SQLite
 (:meth:`~pizzamail.store.Store.write_at_once`: every hop between threads waits for a busy event
 loop, which cost more than the fsyncs). The first mail never waits for company: it is committed
 at once, and whatever arrives meanwhile forms the next batch. Each mail is recorded in a savepoint

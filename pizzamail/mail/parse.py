@@ -11,10 +11,12 @@ from __future__ import annotations
 import email.policy
 import email.utils
 import re
+from collections import OrderedDict
 from dataclasses import dataclass
+from email.headerregistry import BaseHeader, HeaderRegistry
 from email.message import EmailMessage, Message, MIMEPart
 from email.parser import BytesParser
-from typing import Self
+from typing import Any, Self
 
 from pizzamail.mail.ids import first_id, message_ids
 from pizzamail.mail.text import html_to_text
@@ -35,6 +37,45 @@ forward of a forward of a forward is six); the stdlib's parser and everything th
 Python's recursion limit in whoever reads it."""
 CLIPPED_NOTE = (f"[This mail nests its parts more than {MAX_DEPTH} levels deep; the parts below that"
                 " depth were not read.]")
+
+
+class _Headers(HeaderRegistry):
+    """The modern policy's header factory, less its repeated work: the stdlib makes a new class for
+    every header it parses (a quarter of a small mail's parse), and parses a value again at every
+    read (a part's Content-Type about ten times, its From, To and Subject at least twice). Here a
+    class is made once per name, and the last :data:`KEPT_HEADERS` short values parsed are given
+    again (a header object is never changed once made, so one may serve every mail with that line)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._classes: dict[str, type[BaseHeader]] = {}
+        self._parsed: OrderedDict[tuple[str, str], BaseHeader] = OrderedDict()
+
+    def __getitem__(self, name: str) -> type[BaseHeader]:
+        key = name.lower()
+        made = self._classes.get(key)
+        if made is None:
+            made = self._classes[key] = super().__getitem__(name)
+        return made
+
+    def __call__(self, name: str, value: Any) -> BaseHeader:
+        if not isinstance(value, str) or len(value) > KEPT_HEADER_SIZE:
+            return super().__call__(name, value)
+        key = (name, value)
+        header = self._parsed.get(key)
+        if header is None:
+            header = self._parsed[key] = super().__call__(name, value)
+            if len(self._parsed) > KEPT_HEADERS:
+                self._parsed.popitem(last=False)
+        return header
+
+
+KEPT_HEADERS = 512
+"""parsed header values :class:`_Headers` keeps"""
+KEPT_HEADER_SIZE = 256
+"""the longest header value :class:`_Headers` keeps"""
+POLICY = email.policy.default.clone(header_factory=_Headers())
+"""the modern policy (``email.policy.default``), with :class:`_Headers`"""
 
 
 class BoundedMessage(EmailMessage):
@@ -118,7 +159,7 @@ class ParsedMail:
 
 def parse_bytes(raw: bytes) -> EmailMessage:
     """The stdlib's parse of a mail (modern policy), its tree at most ``MAX_DEPTH`` deep."""
-    msg = BytesParser(BoundedMessage, policy=email.policy.default).parsebytes(raw)
+    msg = BytesParser(BoundedMessage, policy=POLICY).parsebytes(raw)
     assert isinstance(msg, BoundedMessage)
     return msg
 
@@ -209,7 +250,7 @@ def header_text(msg: Message, name: str) -> str:
     falls back to its raw text rather than failing the whole mail."""
     raw = _LINE_BREAK.sub("", _raw_value(msg, name)[:MAX_HEADER])
     try:
-        value = str(email.policy.default.header_factory(name, raw)) if raw else ""
+        value = str(POLICY.header_factory(name, raw)) if raw else ""
     except (ValueError, IndexError, TypeError):
         value = raw
     return " ".join(value.split())

@@ -8,9 +8,10 @@ timeout): the database is copied through SQLite's online backup API and every Ma
 hard-linked (a link is one system call, so writers wait milliseconds rather than a copy's time)
 into a staging folder. Both then show the same moment. A file a delivery wrote just before its
 transaction is linked too; the restored home's first start indexes it, as after a crash at that
-point, with the UID the live home gives it. Blobs are content-addressed and on disk before the
-row naming them commits, so copying them once the lock is released takes every blob the copied
-database names (and perhaps a few newer ones, which are harmless). The rest (config, skills, TLS
+point, with the UID the live home gives it. The blobs of mail taken by SMTP are rows of the database, so
+its copy holds them; the others are content-addressed files, on disk before the row naming them
+commits, so copying them once the lock is released takes every blob the copied database names
+(and perhaps a few newer ones, which are harmless). The rest (config, skills, TLS
 certificate, memory, workspaces) is copied as it is: no transaction covers it.
 
 Secrets are never in the archive: the manifest lists their names and the command that sets each.

@@ -3,8 +3,10 @@
 A blob is stored durably before the database row that names it is committed, so a committed row
 never points at a missing blob. Two places keep them, behind one interface (:class:`BlobStore`):
 
-- :class:`FileBlobs`, files under the home's ``blobs/`` (SQLite homes): written and fsynced in a
-  worker thread, since that takes a while on a slow disk;
+- :class:`FileBlobs`, files under the home's ``blobs/``: written and fsynced in a worker thread,
+  since that takes a while on a slow disk;
+- :class:`SqliteBlobs` (SQLite homes): those files, and the ``blobs`` table for the mails SMTP takes
+  (up to :data:`IN_TABLE` bytes each), saved in the transaction that records them;
 - :class:`StoredBlobs`, the ``blobs`` table (PostgreSQL): every process on every machine reads what
   any of them wrote, with no shared filesystem. Each blob is inserted and committed on its own
   connection, so it may be saved in the middle of a transaction that will name it.
@@ -24,6 +26,10 @@ from typing import Protocol, TypeVar
 from pizzamail.store import Store, Tx, on_writer_thread
 
 A = TypeVar("A")
+
+IN_TABLE = 1 << 20
+"""the largest blob :meth:`SqliteBlobs.save_in` keeps in the table (SQLite reads blobs of up to
+about this size from its own pages as fast as from files of their own; larger ones are files)"""
 
 
 def digest_of(data: bytes) -> str:
@@ -134,25 +140,64 @@ def _fsync_folder(path: Path) -> None:
         os.close(fd)
 
 
+_INSERT = "INSERT INTO blobs(digest, data) VALUES (?, ?) ON CONFLICT (digest) DO NOTHING"
+
+
 @dataclass(frozen=True, kw_only=True)
 class StoredBlobs:
     store: Store
 
     async def save(self, data: bytes) -> Blob:
         digest = digest_of(data)
-        await self.store.write_alone("INSERT INTO blobs(digest, data) VALUES (?, ?)"
-                                     " ON CONFLICT (digest) DO NOTHING", (digest, data))
+        await self.store.write_alone(_INSERT, (digest, data))
         return Blob(digest=digest, size=len(data))
 
     async def save_in(self, db: Tx, datas: list[bytes]) -> list[Blob]:
         """In the transaction itself: committed with the rows that name them."""
-        await db.executemany("INSERT INTO blobs(digest, data) VALUES (?, ?) ON CONFLICT (digest) DO NOTHING",
-                             [(digest_of(data), data) for data in datas])
-        return _blobs([digest_of(data) for data in datas], datas)
+        return await _inserted(db, datas)
 
     async def load(self, digest: str) -> bytes:
-        row = await self.store.fetchone("SELECT data FROM blobs WHERE digest = ?", (digest,))
-        if row is None:
+        found = await _row(self.store, digest)
+        if found is None:
             raise FileNotFoundError(f"blob {digest} is not in the store")
-        return bytes(row[0])
+        return found
+
+
+@dataclass(frozen=True, kw_only=True)
+class SqliteBlobs:
+    """A SQLite home's blobs. A batch of mail taken by SMTP (:meth:`save_in`) goes into the
+    ``blobs`` table inside the transaction that records it, so the batch costs one fsync, the
+    commit's, before its 250s (as files, each would cost its own fsync and its folder's, 5-7 ms a
+    batch here). The rest are files (:meth:`save` runs outside any transaction, and SQLite's one
+    writer cannot commit a row on its own beside an open one). A blob stays where it was saved:
+    the database copy of ``pizzamail backup`` holds the table's blobs as of the moment it copies."""
+
+    files: FileBlobs
+    store: Store
+
+    async def save(self, data: bytes) -> Blob:
+        return await self.files.save(data)
+
+    async def save_in(self, db: Tx, datas: list[bytes]) -> list[Blob]:
+        small = [data for data in datas if len(data) <= IN_TABLE]
+        large = [data for data in datas if len(data) > IN_TABLE]
+        kept = iter(await _inserted(db, small))
+        filed = iter(await self.files.save_in(db, large) if large else [])
+        return [next(kept) if len(data) <= IN_TABLE else next(filed) for data in datas]
+
+    async def load(self, digest: str) -> bytes:
+        found = await _row(self.store, digest)
+        return found if found is not None else await self.files.load(digest)
+
+
+async def _inserted(db: Tx, datas: list[bytes]) -> list[Blob]:
+    digests = [digest_of(data) for data in datas]
+    if datas:
+        await db.executemany(_INSERT, zip(digests, datas, strict=True))
+    return _blobs(digests, datas)
+
+
+async def _row(store: Store, digest: str) -> bytes | None:
+    row = await store.fetchone("SELECT data FROM blobs WHERE digest = ?", (digest,))
+    return None if row is None else bytes(row[0])
 

@@ -9,7 +9,7 @@ from pizzamail.config import Config
 from pizzamail.home import Home
 from pizzamail.secrets import SecretStore, secret_store
 from pizzamail.store import Store
-from pizzamail.store.blobs import BlobStore, FileBlobs, StoredBlobs
+from pizzamail.store.blobs import BlobStore, FileBlobs, SqliteBlobs, StoredBlobs
 from pizzamail.store.runfiles import StoredWorkspaces, Workspaces
 from pizzamail.store.sql import POSTGRESQL
 
@@ -29,10 +29,10 @@ def store_for(home: Home, config: Config, secrets: SecretStore | None = None) ->
 
 def blobs_for(home: Home, store: Store) -> BlobStore:
     """The blobs of the home's open store: in PostgreSQL itself, which every machine reaches; a
-    SQLite home's in files under ``blobs/``."""
+    SQLite home's in files under ``blobs/`` and, for mail taken by SMTP, in its database."""
     if store.dialect == POSTGRESQL:
         return StoredBlobs(store=store)
-    return FileBlobs(root=home.blobs)
+    return SqliteBlobs(files=FileBlobs(root=home.blobs), store=store)
 
 
 def workspaces_for(home: Home, store: Store) -> Workspaces:

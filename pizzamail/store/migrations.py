@@ -510,6 +510,19 @@ MIGRATIONS: list[tuple[str, str | dict[str, str]]] = [
         CREATE INDEX threads_recent ON threads(updated_at, id)
         """,
     ),
+    (
+        # A SQLite home keeps the bytes of mail taken by SMTP in the transaction that records it
+        # (one fsync before the 250: its commit; a file costs its own and its folder's). The other
+        # blobs stay files under blobs/; PostgreSQL has had this table since 025.
+        "029_sqlite_blobs",
+        {"sqlite": """
+        CREATE TABLE blobs(
+            digest TEXT PRIMARY KEY,
+            data BLOB NOT NULL
+        )
+        """,
+         "postgresql": ""},
+    ),
 ]
 
 

@@ -2,9 +2,9 @@
 
 Every table the PostgreSQL schema has is copied with its ids, in one transaction, parents before
 the rows that refer to them; SQLite's own tables (the migrations it ran, the FTS5 index of memory,
-which PostgreSQL keeps as a generated column) are left behind. The blobs and each run's workspace
-files, files on disk in a SQLite home, become rows. Last, each identity sequence is moved past the
-ids copied, so the next row gets a new one.
+which PostgreSQL keeps as a generated column) are left behind. The blobs (files on disk in a SQLite
+home, and the rows of its own ``blobs`` table) and each run's workspace files become rows. Last,
+each identity sequence is moved past the ids copied, so the next row gets a new one.
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ async def copy_state(source: Store, target: Store, *, blobs: Path, workspaces: P
             await db.execute(f'DELETE FROM "{table}"')
         rows = {table: await _copy_table(source, db, table, columns)
                 for table, columns in tables.items() if table in present}
-        stored = await _copy_blobs(db, blobs)
+        stored = await _copy_blobs(db, blobs) + await _copy_stored_blobs(source, db)
         run_files = await _copy_run_files(db, workspaces)
         for table, column in await _identities(target):
             await db.execute(f"SELECT setval(pg_get_serial_sequence('{table}', '{column}'),"
@@ -115,6 +115,18 @@ async def _copy_blobs(db: Tx, root: Path) -> int:
     return len(paths)
 
 
+async def _copy_stored_blobs(source: Store, db: Tx) -> int:
+    """The blobs a SQLite home keeps in its database (mail taken by SMTP), a batch at a time."""
+    copied, after = 0, -1
+    while True:
+        batch = await source.fetchall(
+            f"SELECT rowid, digest, data FROM blobs WHERE rowid > ? ORDER BY rowid LIMIT {BATCH}", (after,))
+        if not batch:
+            return copied
+        await db.executemany(_INSERT_BLOB, [(row[1], bytes(row[2])) for row in batch])
+        copied, after = copied + len(batch), int(batch[-1][0])
+
+
 async def _copy_run_files(db: Tx, root: Path) -> int:
     copied = 0
     for run_id, folder in await asyncio.to_thread(_run_folders, root):
@@ -128,9 +140,11 @@ async def _copy_run_files(db: Tx, root: Path) -> int:
     return copied
 
 
+_INSERT_BLOB = "INSERT INTO blobs(digest, data) VALUES (?, ?) ON CONFLICT (digest) DO NOTHING"
+
+
 async def _put_blob(db: Tx, digest: str, data: bytes) -> None:
-    await db.execute("INSERT INTO blobs(digest, data) VALUES (?, ?) ON CONFLICT (digest) DO NOTHING",
-                     (digest, data))
+    await db.execute(_INSERT_BLOB, (digest, data))
 
 
 def _blob_files(root: Path) -> list[Path]:

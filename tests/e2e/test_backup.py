@@ -19,6 +19,7 @@ from pathlib import Path
 import aioimaplib
 
 from tests.e2e.harness import BOT, Served, serve_env, task_mail
+from tests.e2e.test_durability import bytes_of_every_message
 from tests.e2e.test_roundtrip import connect, idle_until_exists
 from tests.fakes.openai_server import FakeOpenAI, text
 
@@ -144,12 +145,14 @@ async def test_a_backup_under_load_restores_to_the_mailbox_an_imap_client_saw(
         assert [m for m, _ in live["Kept"].mails.values()] != []
     finally:
         same.stop()
+    assert len(await bytes_of_every_message(same.home)) >= 6  # every mail's bytes came along
 
     earlier = restored(served, busy, tmp_path / "busy-home").start()
     try:
         view, earlier_threads = mailbox_view(earlier), threads(earlier)
     finally:
         earlier.stop()
+    await bytes_of_every_message(earlier.home)
     # the live home as it was at one moment: each folder's mails up to a UID, nothing else
     assert view.keys() == live.keys()
     for name, folder in view.items():

@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import signal
 import smtplib
 import sqlite3
 import threading
+from pathlib import Path
 
+from pizzamail.home import Home
+from pizzamail.store import Store
+from pizzamail.store.blobs import digest_of
+from pizzamail.store.location import blobs_for
 from tests.e2e.crash import CRASHED
 from tests.e2e.harness import Served, task_mail
 from tests.e2e.test_roundtrip import connect, fetch_all, idle_until_exists
@@ -104,3 +110,16 @@ def test_sigkill_amid_concurrent_clients_keeps_every_mail_that_got_250(
     with sqlite3.connect(served.home / "state.db") as db:
         stored = {row[0] for row in db.execute("SELECT message_id FROM messages WHERE direction = 'in'")}
     assert set(answered) <= stored and len(answered) >= 40
+    loaded = asyncio.run(bytes_of_every_message(served.home))
+    assert all(f"<{message_id}>".encode() in loaded[message_id] for message_id in answered)
+
+
+async def bytes_of_every_message(home: Path) -> dict[str, bytes]:
+    """Each stored message's bytes, by Message-ID, as the home's blob store gives them (checked
+    against the digest that names them)."""
+    async with Store(path=home / "state.db") as store:
+        blobs = blobs_for(Home(root=home), store)
+        rows = await store.fetchall("SELECT message_id, blob FROM messages")
+        loaded = {str(row[0]): await blobs.load(str(row[1])) for row in rows}
+        assert all(digest_of(loaded[str(row[0])]) == row[1] for row in rows)
+        return loaded

@@ -1,19 +1,20 @@
-"""One blob interface on both engines: files for SQLite homes, the ``blobs`` table for PostgreSQL."""
+"""One blob interface on both engines: files (and, for mail taken by SMTP, the ``blobs`` table) for
+SQLite homes, the ``blobs`` table for PostgreSQL."""
 
 from __future__ import annotations
 
 import pytest
 
 from pizzamail.home import Home
-from pizzamail.store import Store
-from pizzamail.store.blobs import BlobStore, FileBlobs, StoredBlobs, digest_of
+from pizzamail.store import Store, Tx
+from pizzamail.store.blobs import IN_TABLE, BlobStore, SqliteBlobs, StoredBlobs, digest_of
 from pizzamail.store.location import blobs_for
 
 
 async def test_each_engine_keeps_blobs_where_every_process_of_it_reaches_them(
     home: Home, store: Store, blobs: BlobStore
 ) -> None:
-    expected = StoredBlobs if store.dialect == "postgresql" else FileBlobs
+    expected = StoredBlobs if store.dialect == "postgresql" else SqliteBlobs
     assert isinstance(blobs, expected)
     saved = await blobs.save(b"Subject: hi\r\n\r\nhello\r\n")
     assert (saved.digest, saved.size) == (digest_of(b"Subject: hi\r\n\r\nhello\r\n"), 22)
@@ -42,3 +43,32 @@ async def test_a_blob_saved_inside_a_write_is_committed_before_the_row_that_name
         await db.execute("SELECT 1")
         saved = await blobs.save(b"raw mail")
         assert await blobs_for(home, other).load(saved.digest) == b"raw mail"
+
+
+def files_under(home: Home) -> list[str]:
+    return sorted(p.name for p in home.blobs.rglob("*") if p.is_file())
+
+
+async def test_a_batch_of_mail_is_saved_in_its_own_transaction_and_rolled_back_with_it(
+    home: Home, store: Store, blobs: BlobStore
+) -> None:
+    """SMTP's batch commits its mails' bytes with the rows that name them: on SQLite no file (and no
+    fsync of its own) is made for a mail, and a batch rolled back leaves no blob behind."""
+    small, large = b"Subject: a task\r\n\r\nplease\r\n", b"x" * (IN_TABLE + 1)
+
+    async def batch(db: Tx) -> list[str]:
+        return [blob.digest for blob in await blobs.save_in(db, [small, large, small])]
+
+    saved = await store.write_at_once(batch, priority=True)
+    assert saved == [digest_of(small), digest_of(large), digest_of(small)]
+    if store.dialect == "sqlite":
+        assert files_under(home) == [digest_of(large)]  # too large for the table: a file
+    async with store.twin() as other:
+        assert await blobs_for(home, other).load(digest_of(small)) == small
+        assert await blobs_for(home, other).load(digest_of(large)) == large
+    with pytest.raises(RuntimeError):
+        async with store.write() as db:
+            await blobs.save_in(db, [b"never committed"])
+            raise RuntimeError("the batch failed")
+    with pytest.raises(FileNotFoundError):
+        await blobs.load(digest_of(b"never committed"))
