@@ -19,6 +19,7 @@ from pizzamail.imap.view import View, by_size
 from pizzamail.mailbox import MailRow, Structures
 
 _NOTHING = Structures()
+_RECENT = frozenset({"\\Recent"})
 
 Send = Callable[[bytes], Awaitable[None]]
 _CACHED = ("ENVELOPE", "BODYSTRUCTURE")
@@ -65,6 +66,8 @@ class Fetcher:
     from_cache: dict[FetchAtt, frozenset[bytes]] = field(default_factory=dict)
     #: an item needs the message's bytes whatever is cached
     always_file: bool = False
+    #: the names of the items asked for
+    names: frozenset[str] = frozenset()
 
     async def run(self, uids: list[int], *, uid_command: bool, send: Send) -> None:
         if uid_command and not any(a.name == "UID" for a in self.atts):
@@ -75,6 +78,7 @@ class Fetcher:
         self.columns = [column for _, column in parts]
         self.line = (b"* %d FETCH (" + b" ".join(fragment for fragment, _ in parts)
                      + (b"%s" if self._may_set_seen() else b"") + b")\r\n")
+        self.names = frozenset(a.name for a in self.atts)
         self.always_file = any(a.name not in (*_FROM_ROW, *_CACHED) and a not in self.from_cache
                                for a in self.atts)
         batches = [uids[start:start + _BATCH] for start in range(0, len(uids), _BATCH)]
@@ -95,8 +99,13 @@ class Fetcher:
         if len(self.computed) >= _SAVE_EVERY:
             await self._save_cache()
         marked = await self._mark_seen(entries)
-        for part in by_size(list(entries.values()), lambda entry: entry[0].size):
-            loaded = await self._load(part)
+        listed = list(entries.values())
+        needing = self._needing_file(listed)
+        if not needing:  # a header listing: from the index alone, one send
+            await send(self._lines(listed, [_NO_FILE] * len(listed), marked))
+            return
+        for part in by_size(listed, lambda entry: entry[0].size):
+            loaded = await self._load(part, needing)
             # None: expunged meanwhile by another session
             kept = [(entry, message) for entry, message in zip(part, loaded, strict=True)
                     if message is not None]
@@ -130,15 +139,21 @@ class Fetcher:
                                 cached)
         return set(changes)
 
-    def _needs_file(self, cached: Structures) -> bool:
+    def _needing_file(self, entries: list[Entry]) -> set[int]:
+        """The UIDs of the messages whose file the FETCH must read: all if an item needs it
+        whatever is cached, else those missing a cached part it asks for."""
         if self.always_file:
-            return True
-        return (self.from_cache and cached.headers is None) or any(
-            getattr(cached, att.name.lower()) is None for att in self.atts if att.name in _CACHED)
+            return {row.uid for row, _ in entries}
+        slots = [n for n, name in enumerate(Structures._fields) if name.upper() in self.names
+                 or (name == "headers" and self.from_cache)]
+        if len(slots) == 1:  # a header listing's case, the one that must be quick
+            [slot] = slots
+            return {row.uid for row, cached in entries if cached[slot] is None}
+        return {row.uid for row, cached in entries if any(cached[n] is None for n in slots)}
 
-    async def _load(self, entries: list[Entry]) -> list[_Message | None]:
-        """The messages of ``entries`` (None: expunged), the files needed read together."""
-        wanted = [row for row, cached in entries if self._needs_file(cached)]
+    async def _load(self, entries: list[Entry], needing: set[int]) -> list[_Message | None]:
+        """The messages of ``entries`` (None: expunged), the files of ``needing`` read together."""
+        wanted = [row for row, _ in entries if row.uid in needing]
         read = await self.view.read(wanted, header_only=self._header_only()) if wanted else []
         found = {row.uid: data for row, data in zip(wanted, read, strict=True)}
         loaded: list[_Message | None] = []
@@ -186,10 +201,11 @@ class Fetcher:
 
     def _column(self, att: FetchAtt) -> tuple[bytes, Column]:
         """The fragment of the response line's format for ``att``, and its column."""
-        flags, date_time, flag_list = self.view.flags, wire.date_time, wire.flag_list
+        recent, date_time, flag_list = self.view.recent, wire.date_time, wire.flag_list
         simple: dict[str, tuple[bytes, Column]] = {
             "UID": (b"UID %d", lambda part, _: [[row.uid for row, _ in part]]),
-            "FLAGS": (b"FLAGS %s", lambda part, _: [[flag_list(flags(row)) for row, _ in part]]),
+            "FLAGS": (b"FLAGS %s", lambda part, _: [[flag_list(row.flags | _RECENT if row.uid in recent
+                                                               else row.flags) for row, _ in part]]),
             "INTERNALDATE": (b"INTERNALDATE %s",
                              lambda part, _: [[date_time(row.internaldate) for row, _ in part]]),
             "RFC822.SIZE": (b"RFC822.SIZE %d", lambda part, _: [[row.size for row, _ in part]]),

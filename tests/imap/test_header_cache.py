@@ -263,3 +263,25 @@ async def test_a_long_first_listing_writes_the_cache_as_it_goes(
     assert reads == [] and _literals(lines) == [b"Subject: %d\r\n\r\n" % n for n in range(7)]
     await client.close()
 
+
+
+async def test_a_listing_answered_from_the_index_alone_makes_no_trip_for_files(
+    mailbox: Mailbox, client: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A batch whose every message is answered from the cache is rendered at once, without the
+    (per-message) sorting into messages to read and not: fails when that step is taken."""
+    inbox = await mailbox.folder("INBOX")
+    assert inbox is not None
+    sent = [data for name, data in MAILS.items() if name != "NUL"]
+    for data in sent:
+        await mailbox.deliver(inbox, data)
+
+    async def forbidden(*args: object) -> object:
+        raise AssertionError("a batch answered from the index went through _load")
+
+    monkeypatch.setattr(fetch.Fetcher, "_load", forbidden)
+    monkeypatch.setattr(fetch, "_BATCH", 3)
+    await client.command(b"s SELECT INBOX")
+    lines = await client.command(b"f UID FETCH 1:* (UID FLAGS BODY.PEEK[HEADER.FIELDS (" + LISTED + b")])")
+    assert lines[-1].startswith(b"f OK")
+    assert _literals(lines) == [_expected(data, tuple(LISTED.split())) for data in sent]
