@@ -26,6 +26,8 @@ _CACHED = ("ENVELOPE", "BODYSTRUCTURE")
 _FROM_ROW = ("UID", "FLAGS", "INTERNALDATE", "RFC822.SIZE", "MODSEQ")
 #: messages whose index entries are read together (one query; their files then by_size)
 _BATCH = 256
+#: messages in a long FETCH's first batch: its answer goes out while the next batches are read
+_FIRST = 32
 #: messages whose newly computed cache is written together (the first listing of 100,000 files
 #: found on disk would otherwise hold all of it until its end)
 _SAVE_EVERY = 2048
@@ -81,7 +83,7 @@ class Fetcher:
         self.names = frozenset(a.name for a in self.atts)
         self.always_file = any(a.name not in (*_FROM_ROW, *_CACHED) and a not in self.from_cache
                                for a in self.atts)
-        batches = [uids[start:start + _BATCH] for start in range(0, len(uids), _BATCH)]
+        batches = _batches(uids)
         # The next batch's entries are read (in the database's thread) while this one renders.
         ahead = asyncio.ensure_future(self._entries(batches[0])) if batches else None
         try:
@@ -310,6 +312,13 @@ class Fetcher:
         await self.view.mailbox.save_structures(self.view.folder, {
             uid: Structures(envelope=c.get("ENVELOPE"), bodystructure=c.get("BODYSTRUCTURE"),
                             headers=c.get("HEADERS")) for uid, c in computed.items()})
+
+
+def _batches(uids: list[int]) -> list[list[int]]:
+    """``uids`` in batches of ``_BATCH``, but for a short first one (see ``_FIRST``)."""
+    first = min(_FIRST, _BATCH)
+    rest = (uids[start:start + _BATCH] for start in range(first, len(uids), _BATCH))
+    return [uids[:first], *rest] if uids else []
 
 
 _HEADER_TEXTS = ("HEADER", "HEADER.FIELDS", "HEADER.FIELDS.NOT")

@@ -285,3 +285,11 @@ async def test_a_listing_answered_from_the_index_alone_makes_no_trip_for_files(
     lines = await client.command(b"f UID FETCH 1:* (UID FLAGS BODY.PEEK[HEADER.FIELDS (" + LISTED + b")])")
     assert lines[-1].startswith(b"f OK")
     assert _literals(lines) == [_expected(data, tuple(LISTED.split())) for data in sent]
+
+
+def test_a_long_fetch_starts_with_a_short_batch(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Its answer goes out while the next batches are read: fails with batches all alike."""
+    monkeypatch.setattr(fetch, "_FIRST", 3)
+    monkeypatch.setattr(fetch, "_BATCH", 5)
+    assert fetch._batches(list(range(1, 15))) == [[1, 2, 3], [4, 5, 6, 7, 8], [9, 10, 11, 12, 13], [14]]
+    assert fetch._batches([]) == []
