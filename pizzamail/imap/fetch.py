@@ -84,12 +84,12 @@ class Fetcher:
         self.always_file = any(a.name not in (*_FROM_ROW, *_CACHED) and a not in self.from_cache
                                for a in self.atts)
         batches = _batches(uids)
-        # The next batch's entries are read (in the database's thread) while this one renders.
-        ahead = asyncio.ensure_future(self._entries(batches[0])) if batches else None
+        # The next batch's entries are read (in the database's thread) while this one renders;
+        # the first is awaited as it is (a task for it would cost a FETCH of one message more).
+        ahead: asyncio.Future[dict[int, Entry]] | None = None
         try:
-            for n in range(len(batches)):
-                assert ahead is not None
-                entries = await ahead
+            for n, batch in enumerate(batches):
+                entries = await (self._entries(batch) if ahead is None else ahead)
                 ahead = asyncio.ensure_future(self._entries(batches[n + 1])) if n + 1 < len(batches) else None
                 await self._send_batch(entries, send)
         finally:

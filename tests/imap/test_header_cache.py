@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from typing import Any
 
 import pytest
 from imaptools import Client, connect
@@ -293,3 +294,22 @@ def test_a_long_fetch_starts_with_a_short_batch(monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setattr(fetch, "_BATCH", 5)
     assert fetch._batches(list(range(1, 15))) == [[1, 2, 3], [4, 5, 6, 7, 8], [9, 10, 11, 12, 13], [14]]
     assert fetch._batches([]) == []
+
+
+async def test_a_fetch_of_one_batch_starts_no_task(
+    mailbox: Mailbox, client: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """mbsync sends a FETCH per message: its entries are awaited as they are, not in a task of
+    their own (a task costs as much as the rest of such a FETCH). Fails with a task per batch."""
+    await _deliver_all(mailbox)
+    tasks: list[object] = []
+    ensure_future = fetch.asyncio.ensure_future
+
+    def counted(work: Any) -> Any:
+        tasks.append(work)
+        return ensure_future(work)
+
+    await client.command(b"s SELECT INBOX")
+    monkeypatch.setattr(fetch.asyncio, "ensure_future", counted)
+    lines = await client.command(b"f UID FETCH 2 (BODY.PEEK[])")
+    assert lines[-1].startswith(b"f OK") and tasks == []
