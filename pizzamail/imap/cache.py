@@ -9,6 +9,10 @@ of the cached ones.
 
 from __future__ import annotations
 
+import functools
+import re
+from collections.abc import Callable
+
 from pizzamail.imap import mime, structure
 from pizzamail.imap.fetchparse import Section
 from pizzamail.mailbox import Structures
@@ -43,7 +47,15 @@ def answers(section: Section | None) -> bool:
 def header_fields(lines: bytes, wanted: frozenset[bytes]) -> bytes:
     """``HEADER.FIELDS`` of the lower-case names ``wanted`` (see :func:`answers`), from the
     cached lines: what :func:`mime.filter_header` gives over the whole header."""
-    parts = lines.split(b"\0")
-    parts.pop()  # after the last block's NUL
-    pairs = iter(parts)
-    return b"".join([raw for name, raw in zip(pairs, pairs, strict=True) if name in wanted]) + b"\r\n"
+    return picker(wanted)(lines) + b"\r\n"
+
+
+@functools.lru_cache(maxsize=64)
+def picker(wanted: frozenset[bytes]) -> Callable[[bytes], bytes]:
+    """Cached lines -> the raw lines of the fields ``wanted``, in their order, without the final
+    CRLF: one scan in C a message (a listing renders thousands; 2.6 us vs 3.5 us splitting). The
+    pattern consumes the lines a block (name NUL raw NUL) at a time, capturing the raw part of
+    those named (the other blocks give empty captures)."""
+    names = b"|".join(re.escape(name) for name in sorted(wanted)) or b"(?!)"
+    findall = re.compile(b"(?:" + names + b")\0([^\0]*)\0|[^\0]*\0[^\0]*\0").findall
+    return lambda lines: b"".join(findall(lines))

@@ -8,8 +8,10 @@ message file. Index entries are read a batch at a time, files too, off the event
 from __future__ import annotations
 
 import asyncio
+from bisect import bisect_left
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from pizzamail.imap import binary, cache, mime, structure, wire
 from pizzamail.imap.fetchparse import FetchAtt, Section
@@ -17,12 +19,15 @@ from pizzamail.imap.view import View, by_size
 from pizzamail.mailbox import MailRow, Structures
 
 _NOTHING = Structures()
+_RECENT = frozenset({"\\Recent"})
 
 Send = Callable[[bytes], Awaitable[None]]
 _CACHED = ("ENVELOPE", "BODYSTRUCTURE")
 _FROM_ROW = ("UID", "FLAGS", "INTERNALDATE", "RFC822.SIZE", "MODSEQ")
 #: messages whose index entries are read together (one query; their files then by_size)
 _BATCH = 256
+#: messages in a long FETCH's first batch: its answer goes out while the next batches are read
+_FIRST = 32
 #: messages whose newly computed cache is written together (the first listing of 100,000 files
 #: found on disk would otherwise hold all of it until its end)
 _SAVE_EVERY = 2048
@@ -43,8 +48,11 @@ class _Message:
 
 _NO_FILE = _Message(b"")  # answered from the index alone
 Entry = tuple[MailRow, Structures]
-#: renders one item of one message (a header listing renders thousands: decided once per FETCH)
+#: renders one item of one message
 Render = Callable[[MailRow, Structures, _Message], bytes]
+#: renders one item of a batch of messages: the values its part of the response line's format
+#: takes, a list each (a header listing renders thousands of messages: one %-format a message)
+Column = Callable[[list[Entry], list[_Message]], list[list[Any]]]
 
 
 @dataclass
@@ -52,27 +60,36 @@ class Fetcher:
     view: View
     atts: tuple[FetchAtt, ...]
     computed: dict[int, dict[str, bytes]] = field(default_factory=dict)
-    renders: list[Render] = field(default_factory=list)
+    #: the format of a response line (sequence number, each item's values, the flags this FETCH
+    #: changed) and the columns that fill it, decided once per FETCH
+    line: bytes = b""
+    columns: list[Column] = field(default_factory=list)
     #: the lower-case field names of each HEADER.FIELDS item the cache answers
     from_cache: dict[FetchAtt, frozenset[bytes]] = field(default_factory=dict)
     #: an item needs the message's bytes whatever is cached
     always_file: bool = False
+    #: the names of the items asked for
+    names: frozenset[str] = frozenset()
 
     async def run(self, uids: list[int], *, uid_command: bool, send: Send) -> None:
         if uid_command and not any(a.name == "UID" for a in self.atts):
             self.atts = (FetchAtt("UID"), *self.atts)
         self.from_cache = {a: frozenset(f.lower() for f in a.section.fields) for a in self.atts
                            if a.section is not None and cache.answers(a.section)}
-        self.renders = [self._render(att) for att in self.atts]
+        parts = [self._column(att) for att in self.atts]
+        self.columns = [column for _, column in parts]
+        self.line = (b"* %d FETCH (" + b" ".join(fragment for fragment, _ in parts)
+                     + (b"%s" if self._may_set_seen() else b"") + b")\r\n")
+        self.names = frozenset(a.name for a in self.atts)
         self.always_file = any(a.name not in (*_FROM_ROW, *_CACHED) and a not in self.from_cache
                                for a in self.atts)
-        batches = [uids[start:start + _BATCH] for start in range(0, len(uids), _BATCH)]
-        # The next batch's entries are read (in the database's thread) while this one renders.
-        ahead = asyncio.ensure_future(self._entries(batches[0])) if batches else None
+        batches = _batches(uids)
+        # The next batch's entries are read (in the database's thread) while this one renders;
+        # the first is awaited as it is (a task for it would cost a FETCH of one message more).
+        ahead: asyncio.Future[dict[int, Entry]] | None = None
         try:
-            for n in range(len(batches)):
-                assert ahead is not None
-                entries = await ahead
+            for n, batch in enumerate(batches):
+                entries = await (self._entries(batch) if ahead is None else ahead)
                 ahead = asyncio.ensure_future(self._entries(batches[n + 1])) if n + 1 < len(batches) else None
                 await self._send_batch(entries, send)
         finally:
@@ -84,11 +101,18 @@ class Fetcher:
         if len(self.computed) >= _SAVE_EVERY:
             await self._save_cache()
         marked = await self._mark_seen(entries)
-        for part in by_size(list(entries.values()), lambda entry: entry[0].size):
-            loaded = await self._load(part)
-            await send(b"".join([self._response(row, cached, message, row.uid in marked)
-                                 for (row, cached), message in zip(part, loaded, strict=True)
-                                 if message is not None]))  # None: expunged meanwhile by another session
+        listed = list(entries.values())
+        needing = self._needing_file(listed)
+        if not needing:  # a header listing: from the index alone, one send
+            await send(self._lines(listed, [_NO_FILE] * len(listed), marked))
+            return
+        for part in by_size(listed, lambda entry: entry[0].size):
+            loaded = await self._load(part, needing)
+            # None: expunged meanwhile by another session
+            kept = [(entry, message) for entry, message in zip(part, loaded, strict=True)
+                    if message is not None]
+            if kept:
+                await send(self._lines([entry for entry, _ in kept], [m for _, m in kept], marked))
 
     async def _entries(self, uids: list[int]) -> dict[int, Entry]:
         """The index entries of ``uids`` (expunged ones left out), with what is cached of each
@@ -100,9 +124,12 @@ class Fetcher:
             return await self.view.mailbox.cached_rows(self.view.folder, uids, wanted)
         return {u: (row, _NOTHING) for u, row in (await self.view.rows(uids)).items()}
 
-    async def _mark_seen(self, entries: dict[int, Entry]) -> set[int]:
+    def _may_set_seen(self) -> bool:
         """BODY[...] without PEEK, RFC822 and RFC822.TEXT set \\Seen (not in a read-only view)."""
-        if self.view.readonly or not any(a.sets_seen for a in self.atts):
+        return not self.view.readonly and any(a.sets_seen for a in self.atts)
+
+    async def _mark_seen(self, entries: dict[int, Entry]) -> set[int]:
+        if not self._may_set_seen():
             return set()
         changes = {u: {*row.flags, "\\Seen"} for u, (row, _) in entries.items() if "\\Seen" not in row.flags}
         if changes:
@@ -114,15 +141,21 @@ class Fetcher:
                                 cached)
         return set(changes)
 
-    def _needs_file(self, cached: Structures) -> bool:
+    def _needing_file(self, entries: list[Entry]) -> set[int]:
+        """The UIDs of the messages whose file the FETCH must read: all if an item needs it
+        whatever is cached, else those missing a cached part it asks for."""
         if self.always_file:
-            return True
-        return (self.from_cache and cached.headers is None) or any(
-            getattr(cached, att.name.lower()) is None for att in self.atts if att.name in _CACHED)
+            return {row.uid for row, _ in entries}
+        slots = [n for n, name in enumerate(Structures._fields) if name.upper() in self.names
+                 or (name == "headers" and self.from_cache)]
+        if len(slots) == 1:  # a header listing's case, the one that must be quick
+            [slot] = slots
+            return {row.uid for row, cached in entries if cached[slot] is None}
+        return {row.uid for row, cached in entries if any(cached[n] is None for n in slots)}
 
-    async def _load(self, entries: list[Entry]) -> list[_Message | None]:
-        """The messages of ``entries`` (None: expunged), the files needed read together."""
-        wanted = [row for row, cached in entries if self._needs_file(cached)]
+    async def _load(self, entries: list[Entry], needing: set[int]) -> list[_Message | None]:
+        """The messages of ``entries`` (None: expunged), the files of ``needing`` read together."""
+        wanted = [row for row, _ in entries if row.uid in needing]
         read = await self.view.read(wanted, header_only=self._header_only()) if wanted else []
         found = {row.uid: data for row, data in zip(wanted, read, strict=True)}
         loaded: list[_Message | None] = []
@@ -148,30 +181,66 @@ class Fetcher:
         """Every item can be answered from the message header (a client's header listing)."""
         return all(_from_header(att) for att in self.atts)
 
-    def _response(self, row: MailRow, cached: Structures, message: _Message, flags_changed: bool) -> bytes:
-        items = [render(row, cached, message) for render in self.renders]
-        # Flags this FETCH changed are reported with their new MODSEQ (RFC 7162 §3.2.4), whether
-        # or not the client asked for FLAGS.
-        if flags_changed:
-            asked = {a.name for a in self.atts}
-            for extra in ("FLAGS", "MODSEQ"):
-                if extra not in asked and (extra == "FLAGS" or self.view.enabled.condstore):
-                    items.append(self._render(FetchAtt(extra))(row, cached, message))
-        return b"* %d FETCH (%s)\r\n" % (self.view.seq(row.uid), b" ".join(items))
+    def _lines(self, entries: list[Entry], messages: list[_Message], marked: set[int]) -> bytes:
+        """The response lines of a batch: the values column by column, then one format a line."""
+        uids = self.view.uids
+        values: list[list[Any]] = [[bisect_left(uids, row.uid) + 1 for row, _ in entries]]
+        for column in self.columns:
+            values += column(entries, messages)
+        if self._may_set_seen():
+            values.append([self._changed(row) if row.uid in marked else b"" for row, _ in entries])
+        line = self.line
+        return b"".join([line % one for one in zip(*values, strict=True)])
+
+    def _changed(self, row: MailRow) -> bytes:
+        """Flags this FETCH changed are reported with their new MODSEQ (RFC 7162 §3.2.4), whether
+        or not the client asked for FLAGS."""
+        asked = {a.name for a in self.atts}
+        out = b"" if "FLAGS" in asked else b" FLAGS " + wire.flag_list(self.view.flags(row))
+        if "MODSEQ" not in asked and self.view.enabled.condstore:
+            out += b" MODSEQ (%d)" % row.modseq
+        return out
+
+    def _column(self, att: FetchAtt) -> tuple[bytes, Column]:
+        """The fragment of the response line's format for ``att``, and its column."""
+        recent, date_time, flag_list = self.view.recent, wire.date_time, wire.flag_list
+        simple: dict[str, tuple[bytes, Column]] = {
+            "UID": (b"UID %d", lambda part, _: [[row.uid for row, _ in part]]),
+            "FLAGS": (b"FLAGS %s", lambda part, _: [[flag_list(row.flags | _RECENT if row.uid in recent
+                                                               else row.flags) for row, _ in part]]),
+            "INTERNALDATE": (b"INTERNALDATE %s",
+                             lambda part, _: [[date_time(row.internaldate) for row, _ in part]]),
+            "RFC822.SIZE": (b"RFC822.SIZE %d", lambda part, _: [[row.size for row, _ in part]]),
+            "MODSEQ": (b"MODSEQ (%d)", lambda part, _: [[row.modseq for row, _ in part]]),
+        }
+        if att.name in simple:
+            return simple[att.name]
+        if att in self.from_cache and att.partial is None:
+            return self._header_column(att)
+        render = self._render(att)
+        return b"%s", lambda part, messages: [[render(row, cached, message)
+                                              for (row, cached), message in zip(part, messages, strict=True)]]
+
+    def _header_column(self, att: FetchAtt) -> tuple[bytes, Column]:
+        """``HEADER.FIELDS`` from the cached lines: their length, and the lines."""
+        section = att.section
+        assert section is not None
+        wanted = self.from_cache[att]
+        pick = cache.picker(wanted)
+
+        def column(part: list[Entry], messages: list[_Message]) -> list[list[Any]]:
+            data = [pick(cached.headers) + b"\r\n" if cached.headers is not None
+                    else self._header_fields(section, wanted, row.uid, cached, message)
+                    for (row, cached), message in zip(part, messages, strict=True)]
+            return [[len(d) for d in data], data]
+
+        label = b"BODY[" + section.wire().replace(b"%", b"%%") + b"]"
+        return label + b" {%d}\r\n%s", column
 
     def _render(self, att: FetchAtt) -> Render:
         name = att.name
-        flags = self.view.flags
-        simple: dict[str, Render] = {
-            "UID": lambda row, c, m: b"UID %d" % row.uid,
-            "FLAGS": lambda row, c, m: b"FLAGS " + wire.flag_list(flags(row)),
-            "INTERNALDATE": lambda row, c, m: b"INTERNALDATE " + wire.date_time(row.internaldate),
-            "RFC822.SIZE": lambda row, c, m: b"RFC822.SIZE %d" % row.size,
-            "MODSEQ": lambda row, c, m: b"MODSEQ (%d)" % row.modseq,
-            "BODY": lambda row, c, m: b"BODY " + structure.body_structure(m.tree(), extended=False),
-        }
-        if name in simple:
-            return simple[name]
+        if name == "BODY":
+            return lambda row, c, m: b"BODY " + structure.body_structure(m.tree(), extended=False)
         if name in _CACHED:
             return lambda row, c, m: name.encode() + b" " + self._cached(name, row.uid, c, m)
         if name == "BODY[]":
@@ -243,6 +312,13 @@ class Fetcher:
         await self.view.mailbox.save_structures(self.view.folder, {
             uid: Structures(envelope=c.get("ENVELOPE"), bodystructure=c.get("BODYSTRUCTURE"),
                             headers=c.get("HEADERS")) for uid, c in computed.items()})
+
+
+def _batches(uids: list[int]) -> list[list[int]]:
+    """``uids`` in batches of ``_BATCH``, but for a short first one (see ``_FIRST``)."""
+    first = min(_FIRST, _BATCH)
+    rest = (uids[start:start + _BATCH] for start in range(first, len(uids), _BATCH))
+    return [uids[:first], *rest] if uids else []
 
 
 _HEADER_TEXTS = ("HEADER", "HEADER.FIELDS", "HEADER.FIELDS.NOT")

@@ -107,6 +107,14 @@ class Connection:
             except asyncio.LimitOverrunError as exc:
                 await self.reader.readexactly(exc.consumed)
 
+    def command_here(self) -> bool:
+        """A whole command line is buffered and announces no literal: reading it cannot wait."""
+        buffered = vars(self.reader).get("_buffer")
+        if not isinstance(buffered, bytearray):
+            return False
+        end = buffered.find(b"\n")
+        return end >= 0 and literal_at_end(bytes(buffered[:end + 1])) is None
+
     async def read_command(self, limit: int, refusal: bytes = b"Literal too large") -> bytes | None:
         """A whole command: its lines and literals, as sent. None at end of stream.
 
@@ -319,8 +327,12 @@ class ImapServer:
         session = Session(self.shared, conn, COMMANDS)
         await conn.send(session.greeting())
         while True:
+            # A command that is here already cannot keep us waiting: no idle timer for it (a timer
+            # a command cost mbsync's pull, 20,000 pipelined FETCHes, a fifteenth of our time).
+            limit = self.shared.limits.idle_timeout
+            idle = contextlib.nullcontext() if conn.command_here() else asyncio.timeout(limit)
             try:
-                async with asyncio.timeout(self.shared.limits.idle_timeout):
+                async with idle:
                     raw = await conn.read_command(*session.literal_limit())
             except FramingError as exc:
                 await conn.send(exc.response)

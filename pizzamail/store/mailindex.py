@@ -13,7 +13,7 @@ import time
 from array import array
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import Any, NamedTuple, cast
 
 from pizzamail.store import Row, Store, Tx
 
@@ -172,9 +172,16 @@ async def cached_mail_of(
     """:func:`mail_of` with the ``wanted`` parts of what is cached of each message (see ``CACHED``)."""
     columns = ", ".join(c if c in wanted else f"NULL AS {c}" for c in CACHED)
     rows = await _rows_of(store, _MAIL.replace(" FROM", f", {columns} FROM"), folder_id, uids)
-    # by position: a listing makes thousands of these
-    return {r[0]: (MailRow(r[0], r[1], r[2], r[3], r[4], _flag_set(r[5]), r[6]),
-                   Structures(_blob(r[7]), _blob(r[8]), _blob(r[9]))) for r in rows}
+    # A listing makes thousands of these: rows unpacked, not indexed, and the named tuples made
+    # by tuple's own constructor (theirs is a Python function): 0.5 us a row, not 1.1.
+    found: dict[int, tuple[MailRow, Structures]] = {}
+    new, flag_set = tuple.__new__, _flag_set
+    # both engines' rows iterate their values (sqlite3.Row; PgRow is a tuple)
+    for uid, name, subdir, size, date, flags, modseq, envelope, bodystructure, headers in cast(
+            list[tuple[Any, ...]], rows):
+        found[uid] = (new(MailRow, (uid, name, subdir, size, date, flag_set(flags), modseq)),
+                      new(Structures, (_blob(envelope), _blob(bodystructure), _blob(headers))))
+    return found
 
 
 async def _rows_of(store: Store, select: str, folder_id: int, uids: Sequence[int]) -> list[Row]:
@@ -249,7 +256,7 @@ async def counts(store: Store, folder_id: int, recent_from: int) -> Counts:
 
 
 def _blob(value: bytes | None) -> bytes | None:
-    return None if value is None else bytes(value)
+    return value if value is None or value.__class__ is bytes else bytes(value)
 
 
 async def unfiled(store: Store) -> list[Unfiled]:

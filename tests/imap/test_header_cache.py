@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from typing import Any
 
 import pytest
 from imaptools import Client, connect
@@ -263,3 +264,52 @@ async def test_a_long_first_listing_writes_the_cache_as_it_goes(
     assert reads == [] and _literals(lines) == [b"Subject: %d\r\n\r\n" % n for n in range(7)]
     await client.close()
 
+
+
+async def test_a_listing_answered_from_the_index_alone_makes_no_trip_for_files(
+    mailbox: Mailbox, client: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A batch whose every message is answered from the cache is rendered at once, without the
+    (per-message) sorting into messages to read and not: fails when that step is taken."""
+    inbox = await mailbox.folder("INBOX")
+    assert inbox is not None
+    sent = [data for name, data in MAILS.items() if name != "NUL"]
+    for data in sent:
+        await mailbox.deliver(inbox, data)
+
+    async def forbidden(*args: object) -> object:
+        raise AssertionError("a batch answered from the index went through _load")
+
+    monkeypatch.setattr(fetch.Fetcher, "_load", forbidden)
+    monkeypatch.setattr(fetch, "_BATCH", 3)
+    await client.command(b"s SELECT INBOX")
+    lines = await client.command(b"f UID FETCH 1:* (UID FLAGS BODY.PEEK[HEADER.FIELDS (" + LISTED + b")])")
+    assert lines[-1].startswith(b"f OK")
+    assert _literals(lines) == [_expected(data, tuple(LISTED.split())) for data in sent]
+
+
+def test_a_long_fetch_starts_with_a_short_batch(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Its answer goes out while the next batches are read: fails with batches all alike."""
+    monkeypatch.setattr(fetch, "_FIRST", 3)
+    monkeypatch.setattr(fetch, "_BATCH", 5)
+    assert fetch._batches(list(range(1, 15))) == [[1, 2, 3], [4, 5, 6, 7, 8], [9, 10, 11, 12, 13], [14]]
+    assert fetch._batches([]) == []
+
+
+async def test_a_fetch_of_one_batch_starts_no_task(
+    mailbox: Mailbox, client: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """mbsync sends a FETCH per message: its entries are awaited as they are, not in a task of
+    their own (a task costs as much as the rest of such a FETCH). Fails with a task per batch."""
+    await _deliver_all(mailbox)
+    tasks: list[object] = []
+    ensure_future = fetch.asyncio.ensure_future
+
+    def counted(work: Any) -> Any:
+        tasks.append(work)
+        return ensure_future(work)
+
+    await client.command(b"s SELECT INBOX")
+    monkeypatch.setattr(fetch.asyncio, "ensure_future", counted)
+    lines = await client.command(b"f UID FETCH 2 (BODY.PEEK[])")
+    assert lines[-1].startswith(b"f OK") and tasks == []

@@ -73,3 +73,18 @@ async def test_answers_to_pipelined_commands_share_a_write() -> None:
     reader.feed_eof()
     assert await conn.read_line() is None
     assert writer.events == [b"a OK\r\nb OK\r\n"]
+
+
+async def test_a_command_already_here_is_read_without_an_idle_timer() -> None:
+    """The idle timer is armed only when reading may wait: not for a pipelined command whose line
+    is buffered whole, but for one still to come or whose literal is still to come."""
+    reader = asyncio.StreamReader()
+    conn = Connection(reader, cast(asyncio.StreamWriter, _Writer()), secure=False, local=True, peer="test")
+    assert not conn.command_here()
+    reader.feed_data(b"a NOOP\r\nb APPEND INBOX {5}\r\n")
+    assert conn.command_here()
+    assert await conn.read_line() == b"a NOOP\r\n"
+    assert not conn.command_here()  # its literal may be slow to come
+    reader.feed_data(b"c NO")
+    await conn.read_line()
+    assert not conn.command_here()

@@ -4,6 +4,7 @@ IDLE push, and the EXPUNGE rule for commands that use sequence numbers."""
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import pytest
 from imaptools import READ_TIMEOUT, connect
@@ -200,9 +201,9 @@ async def _file_reply(
         return
     load = Fetcher._load
 
-    async def load_then_file(self: Fetcher, uid: int) -> object:
+    async def load_then_file(self: Fetcher, *args: Any) -> object:
         monkeypatch.setattr(Fetcher, "_load", load)  # once
         await mailbox.deliver(folder, REPLY)
-        return await load(self, uid)
+        return await load(self, *args)
 
     monkeypatch.setattr(Fetcher, "_load", load_then_file)
