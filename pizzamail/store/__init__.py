@@ -270,7 +270,7 @@ class WriteLock:
         except asyncio.CancelledError:
             if turn.done() and not turn.cancelled():
                 self._release()  # handed the lock as the cancellation came: passed on
-            else:
+            elif turn in queue:  # a release may have passed over (and dropped) the cancelled turn
                 queue.remove(turn)
             raise
 

@@ -48,6 +48,26 @@ async def test_the_lock_passes_on_a_turn_whose_waiter_was_cancelled() -> None:
         pass
 
 
+async def test_a_waiter_cancelled_as_the_lock_is_released_ends_cancelled() -> None:
+    # release() passes over the cancelled turn and takes it out of the queue before its waiter
+    # runs: the waiter must still end with its cancellation (not an error of its own)
+    lock = WriteLock()
+
+    async def take() -> None:
+        async with lock.held(priority=True):
+            pass
+
+    async with lock.held():
+        gone = asyncio.create_task(take())
+        await asyncio.sleep(0)
+        gone.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await gone
+    assert lock.waiting(priority=True) == 0
+    async with lock.held():  # free again
+        pass
+
+
 async def test_work_at_once_commits_and_publishes_its_events(store: Store) -> None:
     seen: list[CommitEvent] = []
     store.events.subscribe(RunQueued, seen.append)
