@@ -207,6 +207,12 @@ class Unavailable(PizzamailError):
         return HttpResponse(503, self.message, {"Retry-After": str(RETRY_AFTER)})
 
 
+
+class TransactionLost(Unavailable):
+    """A part of a write transaction failed and took the whole transaction with it (SQLite rolls
+    back by itself on a full disk, an I/O error, memory short): nothing more may be written in it,
+    and none of its parts is committed."""
+
 #: seconds an HTTP client is asked to wait before trying again (the store waits 10 s for a lock)
 RETRY_AFTER = 30
 

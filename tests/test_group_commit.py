@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from pizzamail.auth import Accounts
+from pizzamail.errors import TransactionLost
 from pizzamail.intake import batch as intake_batch
 from pizzamail.intake.batch import GroupCommit
 from pizzamail.intake.smtp import IntakeHandler, start_smtp_server
@@ -113,6 +114,28 @@ async def test_a_failing_mail_fails_alone_and_a_duplicate_is_told(
     subjects = [r[0] for r in await store.fetchall("SELECT subject FROM messages ORDER BY id")]
     assert subjects == ["Task 1", "Task 3"]
     assert len(commits) == 1 and sum(isinstance(e, RunQueued) for e in commits[0]) == 2
+
+
+@pytest.mark.parametrize("store_backend", ["sqlite"])  # SQLite's own rollback of a whole transaction
+async def test_a_mail_whose_failure_ends_the_transaction_fails_the_batch(
+    store: Store, blobs: BlobStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # SQLite rolls the whole transaction back by itself on some errors (SQLITE_FULL, SQLITE_IOERR,
+    # SQLITE_NOMEM): the batch's blobs are gone with it, and no later mail may be recorded (each
+    # savepoint would then commit on its own, naming a blob that is not there).
+    async def full_disk_at_task_2(db: Tx, mail: Received, blob: Blob) -> Stored:
+        if mail.parsed.subject == "Task 2":
+            await db.execute("ROLLBACK")  # what SQLite does itself on SQLITE_FULL
+            raise sqlite3.OperationalError("database or disk is full")
+        return await record_task(db, mail, blob)
+
+    monkeypatch.setattr(intake_batch, "record_task", full_disk_at_task_2)
+    group = GroupCommit(store=store, blobs=blobs)
+    answers = await asyncio.gather(*(group.commit(received(mail(n))) for n in (1, 2, 3)),
+                                   return_exceptions=True)
+    # none of them is committed, and each sender is told to try again (451)
+    assert all(isinstance(a, TransactionLost) for a in answers), answers
+    assert (await store.fetchall("SELECT count(*) FROM messages"))[0][0] == 0
 
 
 @pytest.fixture

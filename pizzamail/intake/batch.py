@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass, field
 
+from pizzamail.errors import TransactionLost
 from pizzamail.intake.tasks import Received, Stored, record_task
 from pizzamail.store import Store, Tx, savepoint
 from pizzamail.store.blobs import Blob, BlobStore
@@ -74,6 +75,8 @@ async def _recorded(db: Tx, mail: Received, blob: Blob) -> Stored | Exception:
     try:
         async with savepoint(db, "mail"):
             return await record_task(db, mail, blob)
+    except TransactionLost:  # the batch's blobs went with it: no later mail may be recorded
+        raise
     except Exception as exc:  # this mail's own answer; the others are committed
         return exc
 

@@ -22,6 +22,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
+from pizzamail.errors import TransactionLost
 from pizzamail.store.events import CommitEvent, Events, collecting, dropped_on_error
 from pizzamail.store.sql import SQLITE
 
@@ -287,13 +288,17 @@ class WriteLock:
 @asynccontextmanager
 async def savepoint(db: Tx, name: str = "part") -> AsyncIterator[None]:
     """A part of a transaction that fails alone: on an exception its statements are rolled back
-    (and its commit events dropped), the transaction stays open and the exception goes on."""
+    (and its commit events dropped), the transaction stays open and the exception goes on; when
+    the failure ended the whole transaction (SQLite's own rollback), :class:`TransactionLost`."""
     await db.execute(f"SAVEPOINT {name}")
     with dropped_on_error(db):
         try:
             yield
-        except Exception:  # a cancellation rolls the whole transaction back anyway
-            await db.execute(f"ROLLBACK TO SAVEPOINT {name}")
+        except Exception as failed:  # a cancellation rolls the whole transaction back anyway
+            try:
+                await db.execute(f"ROLLBACK TO SAVEPOINT {name}")
+            except Exception:  # no such savepoint: the database ended the transaction itself
+                raise TransactionLost() from failed
             await db.execute(f"RELEASE SAVEPOINT {name}")
             raise
     await db.execute(f"RELEASE SAVEPOINT {name}")
