@@ -42,6 +42,9 @@ def test_threads_lists_the_newest_page_and_says_how_many_more(tmp_path: Path) ->
     assert lines[1].split()[0] == "60" and lines[-1].startswith("(the newest 50 of 60 threads")
     assert [line.split()[0] for line in listing(tmp_path, "--limit", "3")[1:]] == ["60", "59", "58", "(the"]
     assert len(listing(tmp_path, "--all")) == 1 + 60
+    # --json has no line to say more were left out: a script gets every thread unless it limits
+    assert "\n".join(listing(tmp_path, "--json")).count('"subject"') == 60
+    assert "\n".join(listing(tmp_path, "--json", "--limit", "3")).count('"subject"') == 3
 
 
 async def test_each_listed_thread_is_found_by_index(store: Store) -> None:

@@ -64,13 +64,15 @@ LISTED = 50
 
 @click.command()
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
-@click.option("--limit", type=click.IntRange(min=1), default=LISTED, show_default=True,
-              help="List only the N most recently updated threads.")
+@click.option("--limit", type=click.IntRange(min=1),
+              help=f"List only the N most recently updated threads (default {LISTED}; with --json, all).")
 @click.option("--all", "every", is_flag=True, help="List every thread.")
 @click.pass_obj
-def threads(app: App, as_json: bool, limit: int, every: bool) -> None:
+def threads(app: App, as_json: bool, limit: int | None, every: bool) -> None:
     """List threads, newest first, with their status."""
-    listed = asyncio.run(_threads(app, None if every else limit, as_json)) if app.has_store() else _Listed()
+    # a script reading --json has no line telling it that more were left out: it gets them all
+    shown = None if every or (as_json and limit is None) else limit or LISTED
+    listed = asyncio.run(_threads(app, shown, as_json)) if app.has_store() else _Listed()
     if as_json:
         click.echo(json.dumps([{**asdict(t), "usage": asdict(listed.usage.get(t.id, Usage()))}
                                for t in listed.threads], indent=2))
