@@ -50,10 +50,11 @@ class App:
         return bool(self.config.store.url) or self.home.database.exists()
 
     def store(self) -> Store:
-        """The home's store (``[store] url``, else its SQLite file), not yet opened."""
+        """The home's store (``[store] url``, else its SQLite file), not yet opened. The keyring is
+        asked only for a PostgreSQL store's password (finding its backend takes a tenth of a second)."""
         from pizzamail.store.location import store_for
 
-        return store_for(self.home, self.config, self.secrets)
+        return store_for(self.home, self.config)
 
     def blobs(self, store: Store) -> BlobStore:
         """Where the open ``store`` keeps mail bytes and attachments (files, or PostgreSQL itself)."""

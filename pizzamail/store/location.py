@@ -3,15 +3,18 @@ home's own SQLite file; and, following it, where blobs and run files live."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from pizzamail.config import Config
 from pizzamail.home import Home
-from pizzamail.secrets import SecretStore, secret_store
 from pizzamail.store import Store
 from pizzamail.store.blobs import BlobStore, FileBlobs, SqliteBlobs, StoredBlobs
 from pizzamail.store.runfiles import StoredWorkspaces, Workspaces
 from pizzamail.store.sql import POSTGRESQL
+
+if TYPE_CHECKING:
+    from pizzamail.secrets import SecretStore
 
 #: the keyring entry of the PostgreSQL password (`pizzamail keys set store`)
 STORE_KEY = "store"
@@ -23,6 +26,8 @@ def store_for(home: Home, config: Config, secrets: SecretStore | None = None) ->
     url = config.store.url
     if not url:
         return Store(path=home.database)
+    from pizzamail.secrets import secret_store  # the keyring: only a PostgreSQL store needs it
+
     password = (secrets or secret_store(home)).get(STORE_KEY)
     return Store(url=url, password=password, pool_size=config.store.pool)
 
