@@ -30,10 +30,14 @@ async def conclude(
     """Record the run's mail and finish it. False if the run was no longer ours to finish.
     ``extra`` messages, each in its thread (a held draft for ``Drafts``, a note in the delegating
     run's thread), are recorded with it, once each."""
-    blob = await blobs.save(mail.as_bytes())  # before the row that names it, so a committed row has its blob
+    data = mail.as_bytes()
     async with store.write() as db:
         if await run_status(db, run.id) != "running":
             return False
+        # in the transaction, before the row that names it: a SQLite home keeps it in the blobs
+        # table, committed by the commit's one fsync (a file cost its own and its folder's, and a
+        # thread hop, on the way from the model's answer to the reply filed)
+        [blob] = await blobs.save_in(db, [data])
         reply = message_row(mail, blob, kind=mail.kind, sender=sender, run_id=run.id)
         await add_mail(db, run.thread_id, reply)
         for thread_id, message in extra:

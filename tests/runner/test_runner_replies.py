@@ -94,3 +94,16 @@ async def test_html_from_the_model_is_sanitised(harness: Harness, fake_openai: F
     body = html(mail)
     assert "<script" not in body and 'href="javascript' not in body and "<img" not in body
     assert "&lt;script&gt;" in body  # shown as text, not run
+
+
+async def test_the_reply_bytes_are_committed_with_its_row(harness: Harness, fake_openai: FakeOpenAI) -> None:
+    """A SQLite home keeps a reply's bytes in the blobs table, in the transaction that finishes the
+    run (no file of its own to fsync with its folder first); PostgreSQL's are in its table anyway."""
+    fake_openai.script([text("All good.")])
+    run_id = await harness.task("Check things")
+    async with harness.running() as runner:
+        await harness.finish(runner, run_id)
+    reply = (await thread_messages(harness.store, 1))[-1]
+    assert not [p for p in harness.home.blobs.rglob(reply.blob) if p.is_file()]
+    row = await harness.store.fetchone("SELECT data FROM blobs WHERE digest = ?", (reply.blob,))
+    assert row is not None and bytes(row[0]) == await harness.blobs.load(reply.blob)
