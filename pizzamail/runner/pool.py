@@ -64,7 +64,7 @@ from pizzamail.store.sql import SQLITE
 from pizzamail.store.threads import NewMessage
 from pizzamail.tools import RunScope, Toolbox, ToolRegistry
 from pizzamail.tools.outputs import load_steps
-from pizzamail.transcript import AgentStep, DelegateStep, HeldStep, ToolStep, Transcript
+from pizzamail.transcript import AgentStep, DelegateStep, HeldStep, ModelStep, ToolStep, Transcript
 
 log = logging.getLogger("pizzamail.runner")
 
@@ -413,7 +413,8 @@ class Runner:
                 outcome = await self._agent(run, transcript, toolbox, agent)
             notes = [*unavailable_notes(toolbox),
                      *run_notes(outcome, agent, self._notices.get(run.id))]
-            mail_ctx = await self._mail_context(run, ctx)
+            mail_ctx = await self._mail_context(run, ctx, called=any(
+                isinstance(step, ModelStep) and step.response.tool_calls for step in transcript.steps))
             if isinstance(outcome, HeldStep):
                 outcome = await self._approvals.waiting_for(run.id, outcome)
             if isinstance(outcome, Waiting):
@@ -466,9 +467,10 @@ class Runner:
         finally:
             await provider.aclose()
 
-    async def _mail_context(self, run: Run, ctx: RunContext) -> MailContext:
-        """Threading, plus an ``X-Pizzamail-Decision`` header per decision this run acted on."""
-        decided = await self._approvals.decision_headers(run.id)
+    async def _mail_context(self, run: Run, ctx: RunContext, *, called: bool = True) -> MailContext:
+        """Threading, plus an ``X-Pizzamail-Decision`` header per decision this run acted on. A run
+        whose model ``called`` no tool had no call to decide: its reply does not wait for the look."""
+        decided = await self._approvals.decision_headers(run.id) if called else []
         return replace(ctx.mail(run), headers=tuple(("X-Pizzamail-Decision", d) for d in decided))
 
     async def _transcript(self, run: Run, ctx: RunContext, toolbox: Toolbox, agent: Agent) -> Transcript:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import pytest
+
+from pizzamail.approvals.service import Approvals
 from pizzamail.store.threads import thread_messages
 from tests.fakes.openai_server import FakeOpenAI, text
 from tests.runner.conftest import Harness, bot_mails, html, plain
@@ -107,3 +110,24 @@ async def test_the_reply_bytes_are_committed_with_its_row(harness: Harness, fake
     assert not [p for p in harness.home.blobs.rglob(reply.blob) if p.is_file()]
     row = await harness.store.fetchone("SELECT data FROM blobs WHERE digest = ?", (reply.blob,))
     assert row is not None and bytes(row[0]) == await harness.blobs.load(reply.blob)
+
+
+async def test_a_reply_without_tool_calls_does_not_look_for_decisions(
+    harness: Harness, fake_openai: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Decisions are on a run's calls: a run whose model called none has none to put in its reply."""
+    looked: list[int] = []
+
+    async def decision_headers(_: Approvals, run_id: int) -> list[str]:
+        looked.append(run_id)
+        return []
+
+    monkeypatch.setattr(Approvals, "decision_headers", decision_headers)
+    fake_openai.script([text("All good.")])
+    run_id = await harness.task("Check things")
+    async with harness.running() as runner:
+        assert await harness.finish(runner, run_id) == "done"
+    assert looked == []
+    [(_, mail)] = await bot_mails(harness.mailbox)
+    assert mail["X-Pizzamail-Decision"] is None
+
