@@ -52,6 +52,7 @@ from pizzamail.store.runs import (
     Run,
     add_step,
     any_queued,
+    fenced,
     get_run,
     release_runs,
     requeue_interrupted,
@@ -488,11 +489,14 @@ class Runner:
         return Transcript(base=base, steps=steps, next_seq=next_seq)
 
     async def _checkpoint(self, run: Run, seq: int, step: AgentStep, toolbox: Toolbox) -> None:
-        async with self.store.write() as db:
-            await add_step(db, run.id, seq, step.kind, step.to_data())
-            if isinstance(step, HeldStep):  # the step and its held action exist together or not at all
+        data = step.to_data()
+        if isinstance(step, HeldStep):  # the step and its held action exist together or not at all
+            async with self.store.write() as db:
+                await add_step(db, run.id, seq, step.kind, data)
                 await self._approvals.hold(db, run_id=run.id, thread_id=run.thread_id, step=step,
                                            idempotent=_idempotent(toolbox, step.name))
+        else:  # statements only: on SQLite one step of the writer's thread, not a hop for each
+            await self.store.write_at_once(fenced(lambda db: add_step(db, run.id, seq, step.kind, data)))
         self._not_alone(run.id)
 
     async def _spawn(self, run: Run, agent: Agent, seq: int, call: ToolCall) -> DelegateStep | ToolStep:
