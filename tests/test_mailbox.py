@@ -153,6 +153,25 @@ async def test_a_file_written_before_a_crash_is_indexed_not_written_again(mailbo
     assert len(os.listdir(mailbox.path(inbox) / "cur")) == 1
 
 
+async def test_a_named_delivery_looks_for_a_crash_s_file_in_the_trip_that_writes(
+    mailbox: Mailbox, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Filing (every task and reply on its way to IDLE) delivers under a name: the look for a file
+    a crash left and the write are one hop to a worker thread, not two."""
+    inbox = await mailbox.folder("INBOX")
+    assert inbox is not None
+    real, trips = asyncio.to_thread, []
+
+    async def counted(func: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
+        trips.append(func)
+        return await real(func, *args, **kwargs)
+
+    monkeypatch.setattr(asyncio, "to_thread", counted)
+    await mailbox.deliver(inbox, MAIL, base="1700000001.P0Q8.pizzamail")
+    assert len(trips) == 1
+    assert len(os.listdir(mailbox.path(inbox) / "new")) == 1
+
+
 async def test_a_folder_made_again_never_gets_an_old_uidvalidity(mailbox: Mailbox) -> None:
     given = set()
     for _ in range(3):  # within one second: the clock alone would repeat the newest value

@@ -257,15 +257,14 @@ class Mailbox:
         data = maildir.to_crlf(data)
         stamp = internaldate or int(time.time())
         flag_set = set(flags)
-        existing: str | None = None
+        named = base is not None
         if base is not None:
             uid = await index.uid_named(self.store, folder.id, base)
             if uid is not None:
                 await self._link(folder, uid, message_ref)
                 return uid
-            existing = await asyncio.to_thread(maildir.written, self.path(folder), base, flag_set)
         base = base or maildir.unique_base()
-        subdir, cached = await asyncio.to_thread(self._write, folder, base, data, stamp, flag_set, existing)
+        subdir, cached = await asyncio.to_thread(self._write, folder, base, data, stamp, flag_set, named)
         new = NewMail(name=base, subdir=subdir, size=len(data), internaldate=stamp, flags=frozenset(flag_set),
                       cached=cached)
         async with self.store.write() as db:
@@ -274,10 +273,12 @@ class Mailbox:
         return uid
 
     def _write(
-        self, folder: Folder, base: str, data: bytes, stamp: int, flags: set[str], existing: str | None,
+        self, folder: Folder, base: str, data: bytes, stamp: int, flags: set[str], named: bool,
     ) -> tuple[str, Structures]:
-        """The file written (unless it is there already) and what the index caches of it: one
-        trip to the worker thread."""
+        """The file written (unless a ``named`` one is there already: a crash came before its
+        index row) and what the index caches of it: one trip to the worker thread, on the way of
+        every task and reply to IDLE."""
+        existing = maildir.written(self.path(folder), base, flags) if named else None
         subdir = existing if existing is not None else maildir.write_atomic(
             self.path(folder), base, data, stamp, flags)
         return subdir, self.describe(data) if self.describe is not None else Structures()

@@ -52,6 +52,7 @@ from pizzamail.store.runs import (
     Run,
     add_step,
     any_queued,
+    fenced,
     get_run,
     release_runs,
     requeue_interrupted,
@@ -64,7 +65,7 @@ from pizzamail.store.sql import SQLITE
 from pizzamail.store.threads import NewMessage
 from pizzamail.tools import RunScope, Toolbox, ToolRegistry
 from pizzamail.tools.outputs import load_steps
-from pizzamail.transcript import AgentStep, DelegateStep, HeldStep, ToolStep, Transcript
+from pizzamail.transcript import AgentStep, DelegateStep, HeldStep, ModelStep, ToolStep, Transcript
 
 log = logging.getLogger("pizzamail.runner")
 
@@ -413,7 +414,8 @@ class Runner:
                 outcome = await self._agent(run, transcript, toolbox, agent)
             notes = [*unavailable_notes(toolbox),
                      *run_notes(outcome, agent, self._notices.get(run.id))]
-            mail_ctx = await self._mail_context(run, ctx)
+            mail_ctx = await self._mail_context(run, ctx, called=any(
+                isinstance(step, ModelStep) and step.response.tool_calls for step in transcript.steps))
             if isinstance(outcome, HeldStep):
                 outcome = await self._approvals.waiting_for(run.id, outcome)
             if isinstance(outcome, Waiting):
@@ -466,9 +468,10 @@ class Runner:
         finally:
             await provider.aclose()
 
-    async def _mail_context(self, run: Run, ctx: RunContext) -> MailContext:
-        """Threading, plus an ``X-Pizzamail-Decision`` header per decision this run acted on."""
-        decided = await self._approvals.decision_headers(run.id)
+    async def _mail_context(self, run: Run, ctx: RunContext, *, called: bool = True) -> MailContext:
+        """Threading, plus an ``X-Pizzamail-Decision`` header per decision this run acted on. A run
+        whose model ``called`` no tool had no call to decide: its reply does not wait for the look."""
+        decided = await self._approvals.decision_headers(run.id) if called else []
         return replace(ctx.mail(run), headers=tuple(("X-Pizzamail-Decision", d) for d in decided))
 
     async def _transcript(self, run: Run, ctx: RunContext, toolbox: Toolbox, agent: Agent) -> Transcript:
@@ -486,11 +489,14 @@ class Runner:
         return Transcript(base=base, steps=steps, next_seq=next_seq)
 
     async def _checkpoint(self, run: Run, seq: int, step: AgentStep, toolbox: Toolbox) -> None:
-        async with self.store.write() as db:
-            await add_step(db, run.id, seq, step.kind, step.to_data())
-            if isinstance(step, HeldStep):  # the step and its held action exist together or not at all
+        data = step.to_data()
+        if isinstance(step, HeldStep):  # the step and its held action exist together or not at all
+            async with self.store.write() as db:
+                await add_step(db, run.id, seq, step.kind, data)
                 await self._approvals.hold(db, run_id=run.id, thread_id=run.thread_id, step=step,
                                            idempotent=_idempotent(toolbox, step.name))
+        else:  # statements only: on SQLite one step of the writer's thread, not a hop for each
+            await self.store.write_at_once(fenced(lambda db: add_step(db, run.id, seq, step.kind, data)))
         self._not_alone(run.id)
 
     async def _spawn(self, run: Run, agent: Agent, seq: int, call: ToolCall) -> DelegateStep | ToolStep:

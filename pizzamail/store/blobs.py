@@ -6,7 +6,8 @@ never points at a missing blob. Two places keep them, behind one interface (:cla
 - :class:`FileBlobs`, files under the home's ``blobs/``: written and fsynced in a worker thread,
   since that takes a while on a slow disk;
 - :class:`SqliteBlobs` (SQLite homes): those files, and the ``blobs`` table for the mails SMTP takes
-  (up to :data:`IN_TABLE` bytes each), saved in the transaction that records them;
+  and a run's closing mail (up to :data:`IN_TABLE` bytes each), saved in the transaction that
+  records them;
 - :class:`StoredBlobs`, the ``blobs`` table (PostgreSQL): every process on every machine reads what
   any of them wrote, with no shared filesystem. Each blob is inserted and committed on its own
   connection, so it may be saved in the middle of a transaction that will name it.
@@ -168,9 +169,10 @@ class SqliteBlobs:
     """A SQLite home's blobs. A batch of mail taken by SMTP (:meth:`save_in`) goes into the
     ``blobs`` table inside the transaction that records it, so the batch costs one fsync, the
     commit's, before its 250s (as files, each would cost its own fsync and its folder's, 5-7 ms a
-    batch here). The rest are files (:meth:`save` runs outside any transaction, and SQLite's one
-    writer cannot commit a row on its own beside an open one). A blob stays where it was saved:
-    the database copy of ``pizzamail backup`` holds the table's blobs as of the moment it copies."""
+    batch here); a run's closing mail goes there the same way. The rest are files (:meth:`save`
+    runs outside any transaction, and SQLite's one writer cannot commit a row on its own beside an
+    open one). A blob stays where it was saved: the database copy of ``pizzamail backup`` holds
+    the table's blobs as of the moment it copies."""
 
     files: FileBlobs
     store: Store

@@ -2,18 +2,21 @@
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from pizzamail.errors import LeaseLost
-from pizzamail.store import Store, Tx, dialect_of, insert, now
+from pizzamail.store import Store, Tx, Work, dialect_of, insert, now
 from pizzamail.store.events import RunChanged, RunQueued, StopRequested, record
 from pizzamail.store.sql import POSTGRESQL
 from pizzamail.store.threads import log_event
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -142,6 +145,21 @@ def working_as(worker: str) -> Iterator[None]:
         yield
     finally:
         _worker.reset(token)
+
+
+def fenced(work: Work[T]) -> Work[T]:
+    """``work`` for :meth:`Store.write_at_once`, fenced (:func:`fence`) as its caller is: on SQLite it
+    runs on the writer's thread, whose context does not hold the caller's worker."""
+    worker = _worker.get()
+
+    @functools.wraps(work)
+    async def as_caller(db: Tx) -> T:
+        if worker is None:
+            return await work(db)
+        with working_as(worker):
+            return await work(db)
+
+    return as_caller
 
 
 async def fence(db: Tx, run_id: int) -> None:

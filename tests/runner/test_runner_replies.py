@@ -2,9 +2,17 @@
 
 from __future__ import annotations
 
+from typing import TypeVar
+
+import pytest
+
+from pizzamail.approvals.service import Approvals
+from pizzamail.store import Store, Work
 from pizzamail.store.threads import thread_messages
 from tests.fakes.openai_server import FakeOpenAI, text
 from tests.runner.conftest import Harness, bot_mails, html, plain
+
+T = TypeVar("T")
 
 
 async def test_a_run_files_exactly_one_threaded_reply(harness: Harness, fake_openai: FakeOpenAI) -> None:
@@ -94,3 +102,59 @@ async def test_html_from_the_model_is_sanitised(harness: Harness, fake_openai: F
     body = html(mail)
     assert "<script" not in body and 'href="javascript' not in body and "<img" not in body
     assert "&lt;script&gt;" in body  # shown as text, not run
+
+
+async def test_the_reply_bytes_are_committed_with_its_row(harness: Harness, fake_openai: FakeOpenAI) -> None:
+    """A SQLite home keeps a reply's bytes in the blobs table, in the transaction that finishes the
+    run (no file of its own to fsync with its folder first); PostgreSQL's are in its table anyway."""
+    fake_openai.script([text("All good.")])
+    run_id = await harness.task("Check things")
+    async with harness.running() as runner:
+        await harness.finish(runner, run_id)
+    reply = (await thread_messages(harness.store, 1))[-1]
+    assert not [p for p in harness.home.blobs.rglob(reply.blob) if p.is_file()]
+    row = await harness.store.fetchone("SELECT data FROM blobs WHERE digest = ?", (reply.blob,))
+    assert row is not None and bytes(row[0]) == await harness.blobs.load(reply.blob)
+
+
+async def test_a_reply_without_tool_calls_does_not_look_for_decisions(
+    harness: Harness, fake_openai: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Decisions are on a run's calls: a run whose model called none has none to put in its reply."""
+    looked: list[int] = []
+
+    async def decision_headers(_: Approvals, run_id: int) -> list[str]:
+        looked.append(run_id)
+        return []
+
+    monkeypatch.setattr(Approvals, "decision_headers", decision_headers)
+    fake_openai.script([text("All good.")])
+    run_id = await harness.task("Check things")
+    async with harness.running() as runner:
+        assert await harness.finish(runner, run_id) == "done"
+    assert looked == []
+    [(_, mail)] = await bot_mails(harness.mailbox)
+    assert mail["X-Pizzamail-Decision"] is None
+
+
+async def test_a_run_s_end_is_committed_at_once(
+    harness: Harness, fake_openai: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A step's checkpoint, and the reply with the run's end and its log, are statements only: each
+    one step of SQLite's writer thread (``write_at_once``), not a hop to it and back for each."""
+    at_once: list[str] = []
+    real = Store.write_at_once
+
+    async def recorded(store: Store, work: Work[T], *, priority: bool = False) -> T:
+        at_once.append(work.__qualname__)
+        return await real(store, work, priority=priority)
+
+    monkeypatch.setattr(Store, "write_at_once", recorded)
+    fake_openai.script([text("All good.")])
+    run_id = await harness.task("Check things")
+    async with harness.running() as runner:
+        assert await harness.finish(runner, run_id) == "done"
+    assert "Runner._checkpoint.<locals>.<lambda>" in at_once  # the model's answer
+    assert "conclude.<locals>.record" in at_once
+    [(_, mail)] = await bot_mails(harness.mailbox)
+    assert "All good." in plain(mail)
