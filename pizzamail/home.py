@@ -140,8 +140,9 @@ def resolve_home(option: str | Path | None) -> Home:
 
 
 def write_private(path: Path, data: bytes) -> None:
-    """Write a file readable only by the user, atomically (tmp, fsync, rename)."""
-    tmp = path.with_name(f".{path.name}.tmp")
+    """Write a file readable only by the user, atomically (tmp, fsync, rename). The temporary name
+    carries the process id: two processes may write the same file (a blob) at once."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     try:
         os.write(fd, data)

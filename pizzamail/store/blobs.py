@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, TypeVar
 
+from pizzamail.home import write_private
 from pizzamail.store import Store, Tx, on_writer_thread
 
 A = TypeVar("A")
@@ -122,15 +123,7 @@ def _blobs(digests: list[str], datas: list[bytes]) -> list[Blob]:
 
 def _placed(new: tuple[Path, bytes]) -> None:
     """The bytes in a temporary file beside their place, fsynced, then renamed into it."""
-    target, data = new
-    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        os.write(fd, data)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, target)
+    write_private(*new)
 
 
 def _fsync_folder(path: Path) -> None:
