@@ -10,12 +10,13 @@ each identity sequence is moved past the ids copied, so the next row gets a new 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from graphlib import TopologicalSorter
 from pathlib import Path
 
 from pizzamail.errors import TransferError
-from pizzamail.store import Store, Tx
+from pizzamail.store import Row, Store, Tx
 from pizzamail.store.blobs import digest_of
 from pizzamail.store.runfiles import files_in
 
@@ -98,14 +99,23 @@ async def _copy_table(source: Store, db: Tx, table: str, columns: list[str]) -> 
     names = [c for c in columns if c in {str(row[1]) for row in info}]
     quoted = ", ".join(f'"{c}"' for c in names)
     insert = f'INSERT INTO "{table}" ({quoted}) VALUES ({", ".join("?" * len(names))})'
-    copied, after = 0, -1
+    copied = 0
+    async for batch in _batches(source, table, quoted):
+        await db.executemany(insert, [[row[i] for i in range(1, len(names) + 1)] for row in batch])
+        copied += len(batch)
+    return copied
+
+
+async def _batches(source: Store, table: str, columns: str) -> AsyncIterator[list[Row]]:
+    """``columns`` of every row of ``table``, ``BATCH`` rows at a time, each row led by its rowid."""
+    after = -1
     while True:
         batch = await source.fetchall(
-            f'SELECT rowid, {quoted} FROM "{table}" WHERE rowid > ? ORDER BY rowid LIMIT {BATCH}', (after,))
+            f'SELECT rowid, {columns} FROM "{table}" WHERE rowid > ? ORDER BY rowid LIMIT {BATCH}', (after,))
         if not batch:
-            return copied
-        await db.executemany(insert, [[row[i] for i in range(1, len(names) + 1)] for row in batch])
-        copied, after = copied + len(batch), int(batch[-1][0])
+            return
+        yield batch
+        after = int(batch[-1][0])
 
 
 async def _copy_blobs(db: Tx, root: Path) -> int:
@@ -117,14 +127,11 @@ async def _copy_blobs(db: Tx, root: Path) -> int:
 
 async def _copy_stored_blobs(source: Store, db: Tx) -> int:
     """The blobs a SQLite home keeps in its database (mail taken by SMTP), a batch at a time."""
-    copied, after = 0, -1
-    while True:
-        batch = await source.fetchall(
-            f"SELECT rowid, digest, data FROM blobs WHERE rowid > ? ORDER BY rowid LIMIT {BATCH}", (after,))
-        if not batch:
-            return copied
+    copied = 0
+    async for batch in _batches(source, "blobs", "digest, data"):
         await db.executemany(_INSERT_BLOB, [(row[1], bytes(row[2])) for row in batch])
-        copied, after = copied + len(batch), int(batch[-1][0])
+        copied += len(batch)
+    return copied
 
 
 async def _copy_run_files(db: Tx, root: Path) -> int:
