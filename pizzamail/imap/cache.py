@@ -10,8 +10,10 @@ of the cached ones.
 from __future__ import annotations
 
 import functools
+import itertools
+import operator
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from pizzamail.imap import mime, structure
 from pizzamail.imap.fetchparse import Section
@@ -47,15 +49,20 @@ def answers(section: Section | None) -> bool:
 def header_fields(lines: bytes, wanted: frozenset[bytes]) -> bytes:
     """``HEADER.FIELDS`` of the lower-case names ``wanted`` (see :func:`answers`), from the
     cached lines: what :func:`mime.filter_header` gives over the whole header."""
-    return picker(wanted)(lines) + b"\r\n"
+    return b"".join(_blocks(wanted)(lines)) + b"\r\n"
+
+
+def pick_each(wanted: frozenset[bytes], each: Iterable[bytes]) -> list[bytes]:
+    """:func:`header_fields` of each message's cached lines, in C (map) with no Python code run
+    per message: a listing picks thousands."""
+    return list(map(operator.add, map(b"".join, map(_blocks(wanted), each)), itertools.repeat(b"\r\n")))
 
 
 @functools.lru_cache(maxsize=64)
-def picker(wanted: frozenset[bytes]) -> Callable[[bytes], bytes]:
-    """Cached lines -> the raw lines of the fields ``wanted``, in their order, without the final
-    CRLF: one scan in C a message (a listing renders thousands; 2.6 us vs 3.5 us splitting). The
-    pattern consumes the lines a block (name NUL raw NUL) at a time, capturing the raw part of
-    those named (the other blocks give empty captures)."""
+def _blocks(wanted: frozenset[bytes]) -> Callable[[bytes], list[bytes]]:
+    """Cached lines -> the raw lines of the fields ``wanted``, in their order (and empty strings
+    for the others): one scan in C a message (2.6 us vs 3.5 us splitting). The pattern consumes
+    the lines a block (name NUL raw NUL) at a time, capturing the raw part of those named (the
+    other blocks give empty captures)."""
     names = b"|".join(re.escape(name) for name in sorted(wanted)) or b"(?!)"
-    findall = re.compile(b"(?:" + names + b")\0([^\0]*)\0|[^\0]*\0[^\0]*\0").findall
-    return lambda lines: b"".join(findall(lines))
+    return re.compile(b"(?:" + names + b")\0([^\0]*)\0|[^\0]*\0[^\0]*\0").findall

@@ -9,14 +9,16 @@ from __future__ import annotations
 
 import asyncio
 from bisect import bisect_left
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from operator import attrgetter, itemgetter
+from typing import Any, cast
 
 from pizzamail.imap import binary, cache, mime, structure, wire
 from pizzamail.imap.fetchparse import FetchAtt, Section
 from pizzamail.imap.view import View, by_size
 from pizzamail.mailbox import MailRow, Structures
+from pizzamail.store.mailindex import PLACE
 
 _NOTHING = Structures()
 _RECENT = frozenset({"\\Recent"})
@@ -50,9 +52,13 @@ _NO_FILE = _Message(b"")  # answered from the index alone
 Entry = tuple[MailRow, Structures]
 #: renders one item of one message
 Render = Callable[[MailRow, Structures, _Message], bytes]
-#: renders one item of a batch of messages: the values its part of the response line's format
-#: takes, a list each (a header listing renders thousands of messages: one %-format a message)
-Column = Callable[[list[Entry], list[_Message]], list[list[Any]]]
+#: renders one item of a batch of messages (their index entries, what is cached of them, their
+#: files): the values its part of the response line's format takes, a sequence each. A header
+#: listing renders thousands of messages: the columns it asks for run in C (map over the batch),
+#: no Python code per message, and each line is one %-format.
+Column = Callable[[Sequence[MailRow], Sequence[Structures], Sequence[_Message]], list[Sequence[Any]]]
+_UID, _SIZE, _DATE = attrgetter("uid"), attrgetter("size"), attrgetter("internaldate")
+_FLAGS, _MODSEQ, _HEADERS = attrgetter("flags"), attrgetter("modseq"), attrgetter("headers")
 
 
 @dataclass
@@ -102,7 +108,7 @@ class Fetcher:
             await self._save_cache()
         marked = await self._mark_seen(entries)
         listed = list(entries.values())
-        needing = self._needing_file(listed)
+        needing = self._needing_file(listed) if listed else set()
         if not needing:  # a header listing: from the index alone, one send
             await send(self._lines(listed, [_NO_FILE] * len(listed), marked))
             return
@@ -120,9 +126,15 @@ class Fetcher:
         wanted = {a.name.lower() for a in self.atts if a.name in _CACHED}  # the columns' names
         if self.from_cache:
             wanted.add("headers")
-        if wanted:
-            return await self.view.mailbox.cached_rows(self.view.folder, uids, wanted)
-        return {u: (row, _NOTHING) for u, row in (await self.view.rows(uids)).items()}
+        if not wanted:
+            return {u: (row, _NOTHING) for u, row in (await self.view.rows(uids)).items()}
+        # A listing reads neither the files' places nor modseqs: the files it needs after all
+        # (of messages whose cache is not filled yet) are placed by _load
+        if self.always_file:
+            wanted.add(PLACE)
+        if "MODSEQ" in self.names:
+            wanted.add("modseq")
+        return await self.view.mailbox.cached_rows(self.view.folder, uids, wanted)
 
     def _may_set_seen(self) -> bool:
         """BODY[...] without PEEK, RFC822 and RFC822.TEXT set \\Seen (not in a read-only view)."""
@@ -148,14 +160,17 @@ class Fetcher:
             return {row.uid for row, _ in entries}
         slots = [n for n, name in enumerate(Structures._fields) if name.upper() in self.names
                  or (name == "headers" and self.from_cache)]
-        if len(slots) == 1:  # a header listing's case, the one that must be quick
-            [slot] = slots
-            return {row.uid for row, cached in entries if cached[slot] is None}
-        return {row.uid for row, cached in entries if any(cached[n] is None for n in slots)}
+        cached = [c for _, c in entries]
+        if not any(None in map(itemgetter(n), cached) for n in slots):  # a listing, all cached
+            return set()
+        return {row.uid for row, c in entries if any(c[n] is None for n in slots)}
 
     async def _load(self, entries: list[Entry], needing: set[int]) -> list[_Message | None]:
         """The messages of ``entries`` (None: expunged), the files of ``needing`` read together."""
         wanted = [row for row, _ in entries if row.uid in needing]
+        if wanted and not wanted[0].name:  # read without their places (see _entries)
+            placed = await self.view.rows([row.uid for row in wanted])
+            wanted = [placed[row.uid] for row in wanted if row.uid in placed]
         read = await self.view.read(wanted, header_only=self._header_only()) if wanted else []
         found = {row.uid: data for row, data in zip(wanted, read, strict=True)}
         loaded: list[_Message | None] = []
@@ -183,14 +198,21 @@ class Fetcher:
 
     def _lines(self, entries: list[Entry], messages: list[_Message], marked: set[int]) -> bytes:
         """The response lines of a batch: the values column by column, then one format a line."""
-        uids = self.view.uids
-        values: list[list[Any]] = [[bisect_left(uids, row.uid) + 1 for row, _ in entries]]
+        rows, cached = cast(tuple[Sequence[MailRow], Sequence[Structures]], tuple(zip(*entries, strict=True)))
+        values: list[Sequence[Any]] = [self._numbers(rows)]
         for column in self.columns:
-            values += column(entries, messages)
+            values += column(rows, cached, messages)
         if self._may_set_seen():
-            values.append([self._changed(row) if row.uid in marked else b"" for row, _ in entries])
-        line = self.line
-        return b"".join([line % one for one in zip(*values, strict=True)])
+            values.append([self._changed(row) if row.uid in marked else b"" for row in rows])
+        return b"".join(map(self.line.__mod__, zip(*values, strict=True)))
+
+    def _numbers(self, rows: Sequence[MailRow]) -> Sequence[int]:
+        """The messages' sequence numbers: a run of the numbering, unless some are left out."""
+        numbering, uids = self.view.uids, list(map(_UID, rows))
+        first = bisect_left(numbering, uids[0])
+        if numbering[first:first + len(uids)].tolist() == uids:
+            return range(first + 1, first + 1 + len(uids))
+        return [bisect_left(numbering, uid) + 1 for uid in uids]
 
     def _changed(self, row: MailRow) -> bytes:
         """Flags this FETCH changed are reported with their new MODSEQ (RFC 7162 §3.2.4), whether
@@ -203,36 +225,41 @@ class Fetcher:
 
     def _column(self, att: FetchAtt) -> tuple[bytes, Column]:
         """The fragment of the response line's format for ``att``, and its column."""
-        recent, date_time, flag_list = self.view.recent, wire.date_time, wire.flag_list
         simple: dict[str, tuple[bytes, Column]] = {
-            "UID": (b"UID %d", lambda part, _: [[row.uid for row, _ in part]]),
-            "FLAGS": (b"FLAGS %s", lambda part, _: [[flag_list(row.flags | _RECENT if row.uid in recent
-                                                               else row.flags) for row, _ in part]]),
-            "INTERNALDATE": (b"INTERNALDATE %s",
-                             lambda part, _: [[date_time(row.internaldate) for row, _ in part]]),
-            "RFC822.SIZE": (b"RFC822.SIZE %d", lambda part, _: [[row.size for row, _ in part]]),
-            "MODSEQ": (b"MODSEQ (%d)", lambda part, _: [[row.modseq for row, _ in part]]),
+            "UID": (b"UID %d", lambda rows, _, __: [list(map(_UID, rows))]),
+            "FLAGS": (b"FLAGS %s", lambda rows, _, __: [self._flags(rows)]),
+            "INTERNALDATE": (b"INTERNALDATE %s", lambda rows, _, __: [wire.date_times(map(_DATE, rows))]),
+            "RFC822.SIZE": (b"RFC822.SIZE %d", lambda rows, _, __: [list(map(_SIZE, rows))]),
+            "MODSEQ": (b"MODSEQ (%d)", lambda rows, _, __: [list(map(_MODSEQ, rows))]),
         }
         if att.name in simple:
             return simple[att.name]
         if att in self.from_cache and att.partial is None:
             return self._header_column(att)
         render = self._render(att)
-        return b"%s", lambda part, messages: [[render(row, cached, message)
-                                              for (row, cached), message in zip(part, messages, strict=True)]]
+        return b"%s", lambda rows, cached, messages: [list(map(render, rows, cached, messages))]
+
+    def _flags(self, rows: Sequence[MailRow]) -> Sequence[bytes]:
+        recent = self.view.recent
+        if recent and not recent.isdisjoint(map(_UID, rows)):
+            return [wire.flag_list(row.flags | _RECENT if row.uid in recent else row.flags) for row in rows]
+        return list(map(wire.flag_list_of, map(_FLAGS, rows)))
 
     def _header_column(self, att: FetchAtt) -> tuple[bytes, Column]:
         """``HEADER.FIELDS`` from the cached lines: their length, and the lines."""
         section = att.section
         assert section is not None
         wanted = self.from_cache[att]
-        pick = cache.picker(wanted)
 
-        def column(part: list[Entry], messages: list[_Message]) -> list[list[Any]]:
-            data = [pick(cached.headers) + b"\r\n" if cached.headers is not None
-                    else self._header_fields(section, wanted, row.uid, cached, message)
-                    for (row, cached), message in zip(part, messages, strict=True)]
-            return [[len(d) for d in data], data]
+        def column(rows: Sequence[MailRow], cached: Sequence[Structures],
+                   messages: Sequence[_Message]) -> list[Sequence[Any]]:
+            lines = list(map(_HEADERS, cached))
+            if None in lines:  # some not cached yet: their files are read
+                data = [self._header_fields(section, wanted, row.uid, c, message)
+                        for row, c, message in zip(rows, cached, messages, strict=True)]
+            else:
+                data = cache.pick_each(wanted, cast(list[bytes], lines))
+            return [list(map(len, data)), data]
 
         label = b"BODY[" + section.wire().replace(b"%", b"%%") + b"]"
         return label + b" {%d}\r\n%s", column

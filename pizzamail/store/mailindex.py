@@ -22,6 +22,8 @@ _CHUNK = 500
 _MAIL = "SELECT uid, name, subdir, size, internaldate, flags, modseq FROM mail"
 #: what is cached of a message (columns of ``mail``); a read takes only those a command needs
 CACHED = ("envelope", "bodystructure", "headers")  # in the order of Structures' fields
+#: asks :func:`cached_mail_of` for the place of each message's file (its name and subdir)
+PLACE = "place"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -169,32 +171,53 @@ async def mail_of(store: Store, folder_id: int, uids: Sequence[int]) -> dict[int
 async def cached_mail_of(
     store: Store, folder_id: int, uids: Sequence[int], wanted: Collection[str],
 ) -> dict[int, tuple[MailRow, Structures]]:
-    """:func:`mail_of` with the ``wanted`` parts of what is cached of each message (see ``CACHED``)."""
-    columns = ", ".join(c if c in wanted else f"NULL AS {c}" for c in CACHED)
-    rows = await _rows_of(store, _MAIL.replace(" FROM", f", {columns} FROM"), folder_id, uids)
-    # A listing makes thousands of these: rows unpacked, not indexed, and the named tuples made
-    # by tuple's own constructor (theirs is a Python function): 0.5 us a row, not 1.1.
-    found: dict[int, tuple[MailRow, Structures]] = {}
-    new, flag_set = tuple.__new__, _flag_set
-    # both engines' rows iterate their values (sqlite3.Row; PgRow is a tuple)
-    for uid, name, subdir, size, date, flags, modseq, envelope, bodystructure, headers in cast(
-            list[tuple[Any, ...]], rows):
-        found[uid] = (new(MailRow, (uid, name, subdir, size, date, flag_set(flags), modseq)),
-                      new(Structures, (_blob(envelope), _blob(bodystructure), _blob(headers))))
-    return found
+    """:func:`mail_of` with the ``wanted`` parts of what is cached of each message (see ``CACHED``),
+    and only the ``wanted`` ones of ``PLACE`` and ``modseq``: the others come back empty (name and
+    subdir "", modseq 0; such a row cannot find its file). A listing reads thousands of rows, and
+    each column read costs more than making the row of it."""
+    place = ("name", "subdir") if PLACE in wanted else ()
+    columns = ("uid", "size", "internaldate", "flags", *place, *(("modseq",) if "modseq" in wanted else ()),
+               *(c for c in CACHED if c in wanted))
+    rows = await _rows_of(store, f"SELECT {', '.join(columns)} FROM mail", folder_id, uids)
+    if not rows:
+        return {}
+    # A listing makes thousands of entries: they are made column by column in C (map, zip, the
+    # tuples' own constructor), with no Python code run per message
+    read = dict(zip(columns, zip(*cast(list[tuple[Any, ...]], rows), strict=True), strict=True))
+    n = len(rows)
+    mail = map(_new_mail_row, zip(
+        read["uid"], read.get("name", [""] * n), read.get("subdir", [""] * n), read["size"],
+        read["internaldate"], map(_flag_set, read["flags"]), read.get("modseq", [0] * n), strict=True))
+    cached = map(_new_structures, zip(*(_blobs(read[c]) if c in read else [None] * n for c in CACHED),
+                                      strict=True))
+    return dict(zip(read["uid"], zip(mail, cached, strict=True), strict=True))
+
+
+_new_mail_row = functools.partial(tuple.__new__, MailRow)
+_new_structures = functools.partial(tuple.__new__, Structures)
+
+
+def _blobs(column: Sequence[bytes | None]) -> Iterable[bytes | None]:
+    """A column of blobs as bytes (PostgreSQL may hand out memoryviews)."""
+    if set(map(type, column)) <= {bytes, type(None)}:
+        return column
+    return map(_blob, column)
 
 
 async def _rows_of(store: Store, select: str, folder_id: int, uids: Sequence[int]) -> list[Row]:
-    """A range query per chunk where the UIDs are dense (a listing of 1:*), else a list of UIDs."""
+    """A range query per chunk where the UIDs are dense (a listing of 1:*), else a list of UIDs.
+    The UID is the first column."""
     found: list[Row] = []
     for start in range(0, len(uids), _CHUNK):
         chunk = uids[start:start + _CHUNK]
         first, last = chunk[0], chunk[-1]
         if last - first < 2 * len(chunk):
-            wanted = set(chunk)
             rows = await store.fetchall(select + " WHERE folder_id = ? AND uid BETWEEN ? AND ?",
                                         (folder_id, first, last))
-            found += [r for r in rows if r["uid"] in wanted]
+            if last - first + 1 > len(chunk):  # else every UID in the range is asked for
+                wanted = set(chunk)
+                rows = [r for r in rows if r[0] in wanted]
+            found += rows
         else:
             marks = ", ".join("?" * len(chunk))
             found += await store.fetchall(select + f" WHERE folder_id = ? AND uid IN ({marks})",
