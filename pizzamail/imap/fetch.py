@@ -76,16 +76,22 @@ class Fetcher:
     always_file: bool = False
     #: the names of the items asked for
     names: frozenset[str] = frozenset()
+    #: the FETCH sets \Seen (see :meth:`_may_set_seen`)
+    seen: bool = False
+    #: every item is answered from the message's header (see :func:`_from_header`)
+    header_only: bool = False
 
     async def run(self, uids: list[int], *, uid_command: bool, send: Send) -> None:
         if uid_command and not any(a.name == "UID" for a in self.atts):
             self.atts = (FetchAtt("UID"), *self.atts)
         self.from_cache = {a: frozenset(f.lower() for f in a.section.fields) for a in self.atts
                            if a.section is not None and cache.answers(a.section)}
+        self.seen = self._may_set_seen()
+        self.header_only = all(_from_header(att) for att in self.atts)
         parts = [self._column(att) for att in self.atts]
         self.columns = [column for _, column in parts]
         self.line = (b"* %d FETCH (" + b" ".join(fragment for fragment, _ in parts)
-                     + (b"%s" if self._may_set_seen() else b"") + b")\r\n")
+                     + (b"%s" if self.seen else b"") + b")\r\n")
         self.names = frozenset(a.name for a in self.atts)
         self.always_file = any(a.name not in (*_FROM_ROW, *_CACHED) and a not in self.from_cache
                                for a in self.atts)
@@ -141,7 +147,7 @@ class Fetcher:
         return not self.view.readonly and any(a.sets_seen for a in self.atts)
 
     async def _mark_seen(self, entries: dict[int, Entry]) -> set[int]:
-        if not self._may_set_seen():
+        if not self.seen:
             return set()
         changes = {u: {*row.flags, "\\Seen"} for u, (row, _) in entries.items() if "\\Seen" not in row.flags}
         if changes:
@@ -171,7 +177,7 @@ class Fetcher:
         if wanted and not wanted[0].name:  # read without their places (see _entries)
             placed = await self.view.rows([row.uid for row in wanted])
             wanted = [placed[row.uid] for row in wanted if row.uid in placed]
-        read = await self.view.read(wanted, header_only=self._header_only()) if wanted else []
+        read = await self.view.read(wanted, header_only=self.header_only) if wanted else []
         found = {row.uid: data for row, data in zip(wanted, read, strict=True)}
         loaded: list[_Message | None] = []
         for row, _ in entries:
@@ -189,12 +195,8 @@ class Fetcher:
         fresh = await self.view.mailbox.message(self.view.folder, uid)
         if fresh is None:
             return None
-        [data] = await self.view.mailbox.read_many(self.view.folder, [fresh], header_only=self._header_only())
+        [data] = await self.view.mailbox.read_many(self.view.folder, [fresh], header_only=self.header_only)
         return data
-
-    def _header_only(self) -> bool:
-        """Every item can be answered from the message header (a client's header listing)."""
-        return all(_from_header(att) for att in self.atts)
 
     def _lines(self, entries: list[Entry], messages: list[_Message], marked: set[int]) -> bytes:
         """The response lines of a batch: the values column by column, then one format a line."""
@@ -202,7 +204,7 @@ class Fetcher:
         values: list[Sequence[Any]] = [self._numbers(rows)]
         for column in self.columns:
             values += column(rows, cached, messages)
-        if self._may_set_seen():
+        if self.seen:
             values.append([self._changed(row) if row.uid in marked else b"" for row in rows])
         return b"".join(map(self.line.__mod__, zip(*values, strict=True)))
 
@@ -225,15 +227,10 @@ class Fetcher:
 
     def _column(self, att: FetchAtt) -> tuple[bytes, Column]:
         """The fragment of the response line's format for ``att``, and its column."""
-        simple: dict[str, tuple[bytes, Column]] = {
-            "UID": (b"UID %d", lambda rows, _, __: [list(map(_UID, rows))]),
-            "FLAGS": (b"FLAGS %s", lambda rows, _, __: [self._flags(rows)]),
-            "INTERNALDATE": (b"INTERNALDATE %s", lambda rows, _, __: [wire.date_times(map(_DATE, rows))]),
-            "RFC822.SIZE": (b"RFC822.SIZE %d", lambda rows, _, __: [list(map(_SIZE, rows))]),
-            "MODSEQ": (b"MODSEQ (%d)", lambda rows, _, __: [list(map(_MODSEQ, rows))]),
-        }
-        if att.name in simple:
-            return simple[att.name]
+        if att.name in _SIMPLE:
+            return _SIMPLE[att.name]
+        if att.name == "FLAGS":
+            return b"FLAGS %s", lambda rows, _, __: [self._flags(rows)]
         if att in self.from_cache and att.partial is None:
             return self._header_column(att)
         render = self._render(att)
@@ -339,6 +336,15 @@ class Fetcher:
         await self.view.mailbox.save_structures(self.view.folder, {
             uid: Structures(envelope=c.get("ENVELOPE"), bodystructure=c.get("BODYSTRUCTURE"),
                             headers=c.get("HEADERS")) for uid, c in computed.items()})
+
+
+#: the items rendered from the index entry alone, but FLAGS (which depends on the session)
+_SIMPLE: dict[str, tuple[bytes, Column]] = {
+    "UID": (b"UID %d", lambda rows, _, __: [list(map(_UID, rows))]),
+    "INTERNALDATE": (b"INTERNALDATE %s", lambda rows, _, __: [wire.date_times(map(_DATE, rows))]),
+    "RFC822.SIZE": (b"RFC822.SIZE %d", lambda rows, _, __: [list(map(_SIZE, rows))]),
+    "MODSEQ": (b"MODSEQ (%d)", lambda rows, _, __: [list(map(_MODSEQ, rows))]),
+}
 
 
 def _batches(uids: list[int]) -> list[list[int]]:

@@ -21,6 +21,7 @@ from pizzamail.imap.searchkeys import SearchKey, search_program
 
 _LITERAL_AT_END = re.compile(rb"\{(\d{1,20})(\+?)\}\r?\n\Z")
 _TAG = re.compile(rb"[\x21-\x7e]+")
+_NOT_IN_TAG = re.compile(rb'[(){%*"\\+]')
 
 
 def literal_at_end(line: bytes) -> tuple[int, bool] | None:
@@ -34,7 +35,7 @@ def literal_at_end(line: bytes) -> tuple[int, bool] | None:
 def peek_tag(data: bytes) -> bytes | None:
     """The tag of a (possibly malformed) command, so even a BAD answer can be tagged."""
     m = _TAG.match(data)
-    if m is None or any(c in m.group() for c in b'(){%*"\\+'):
+    if m is None or _NOT_IN_TAG.search(m.group()):
         return None
     return m.group()
 

@@ -39,8 +39,8 @@ class Extensions:
 #: index entries read ahead when a command names only a few messages (see View.rows)
 _AHEAD = 256
 #: whole messages read ahead when one is fetched alone, and their most bytes (see View.read)
-_FILES_AHEAD = 16
-_FILES_AHEAD_BYTES = 1 << 20
+_FILES_AHEAD = 64
+_FILES_AHEAD_BYTES = 4 << 20
 #: bytes of message files read together (one trip to the worker thread): bounded memory
 _BATCH_BYTES = 4 << 20
 T = TypeVar("T")
