@@ -30,6 +30,8 @@ _FROM_ROW = ("UID", "FLAGS", "INTERNALDATE", "RFC822.SIZE", "MODSEQ")
 _BATCH = 256
 #: messages in a long FETCH's first batch: its answer goes out while the next batches are read
 _FIRST = 32
+#: fetchers a session keeps set up (see Fetcher.of)
+_FETCHERS_KEPT = 16
 #: messages whose newly computed cache is written together (the first listing of 100,000 files
 #: found on disk would otherwise hold all of it until its end)
 _SAVE_EVERY = 2048
@@ -81,9 +83,21 @@ class Fetcher:
     #: every item is answered from the message's header (see :func:`_from_header`)
     header_only: bool = False
 
-    async def run(self, uids: list[int], *, uid_command: bool, send: Send) -> None:
-        if uid_command and not any(a.name == "UID" for a in self.atts):
-            self.atts = (FetchAtt("UID"), *self.atts)
+    @classmethod
+    def of(cls, view: View, atts: tuple[FetchAtt, ...], *, uid_command: bool) -> Fetcher:
+        """The fetcher of ``atts`` in ``view``, set up once per distinct item list: a client that
+        fetches message after message (mbsync's pull) asks for the same items each time."""
+        key = (atts, uid_command)
+        found = view.fetchers.get(key)
+        if found is None:
+            if len(view.fetchers) >= _FETCHERS_KEPT:
+                view.fetchers.clear()
+            if uid_command and not any(a.name == "UID" for a in atts):
+                atts = (FetchAtt("UID"), *atts)
+            found = view.fetchers[key] = cls(view, atts)
+        return found
+
+    def __post_init__(self) -> None:
         self.from_cache = {a: frozenset(f.lower() for f in a.section.fields) for a in self.atts
                            if a.section is not None and cache.answers(a.section)}
         self.seen = self._may_set_seen()
@@ -95,6 +109,9 @@ class Fetcher:
         self.names = frozenset(a.name for a in self.atts)
         self.always_file = any(a.name not in (*_FROM_ROW, *_CACHED) and a not in self.from_cache
                                for a in self.atts)
+
+    async def run(self, uids: list[int], *, send: Send) -> None:
+        self.computed = {}
         batches = _batches(uids)
         # The next batch's entries are read (in the database's thread) while this one renders;
         # the first is awaited as it is (a task for it would cost a FETCH of one message more).

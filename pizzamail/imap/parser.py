@@ -288,10 +288,30 @@ def _append(r: Reader) -> Append:
     return Append(mailbox, flags, stamp, r.literal())
 
 
+#: the item lists (with their modifiers) of the latest FETCHes, parsed, by their text: a client
+#: fetching message after message (mbsync's pull) sends the same one each time
+_FETCH_ITEMS: dict[bytes, tuple[tuple[FetchAtt, ...], int | None, bool]] = {}
+_FETCH_ITEMS_KEPT = 64
+
+
 def _fetch(r: Reader) -> Fetch:
     r.sp()
     messages = r.sequence_set()
     r.sp()
+    text = r.data[r.pos:]
+    known = _FETCH_ITEMS.get(text)
+    if known is not None:
+        r.pos = len(r.data)
+        return Fetch(messages, *known)
+    known = _fetch_items(r)
+    if r.at_end():  # else the command is refused for what follows, every time
+        if len(_FETCH_ITEMS) >= _FETCH_ITEMS_KEPT:
+            _FETCH_ITEMS.clear()
+        _FETCH_ITEMS[text] = known
+    return Fetch(messages, *known)
+
+
+def _fetch_items(r: Reader) -> tuple[tuple[FetchAtt, ...], int | None, bool]:
     atts = fetch_atts(r)
     changedsince, vanished = None, False
     if r.take(b" ("):
@@ -309,7 +329,7 @@ def _fetch(r: Reader) -> Fetch:
             r.sp()
     if vanished and changedsince is None:
         raise r.fail("VANISHED needs CHANGEDSINCE")
-    return Fetch(messages, atts, changedsince, vanished)
+    return atts, changedsince, vanished
 
 
 def _store(r: Reader) -> Store:

@@ -20,12 +20,16 @@ from array import array
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from pizzamail.errors import ImapError
 from pizzamail.imap import wire
+from pizzamail.imap.fetchparse import FetchAtt
 from pizzamail.imap.reader import SequenceSet
 from pizzamail.mailbox import Folder, MailIndex, MailRow
+
+if TYPE_CHECKING:
+    from pizzamail.imap.fetch import Fetcher
 
 
 @dataclass
@@ -97,6 +101,8 @@ class View:
     #: set by the mailbox at the folder's next change after we last looked; while it is not
     #: set, nothing changed and a command needs no trip to the database to know that
     watch: asyncio.Event | None = None
+    #: FETCH's set-up of each item list asked for lately (see ``Fetcher.of``)
+    fetchers: dict[tuple[tuple[FetchAtt, ...], bool], Fetcher] = field(default_factory=dict)
 
     @classmethod
     async def open(cls, mailbox: MailIndex, folder: Folder, readonly: bool, enabled: Extensions) -> View:
