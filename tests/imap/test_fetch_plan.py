@@ -1,0 +1,121 @@
+"""FETCH's own work kept to what a command needs: an item list parsed and set up once while a client
+repeats it, a listing that reads only the columns it answers from, and batches rendered column by
+column that give what the one-message forms give."""
+
+from __future__ import annotations
+
+import calendar
+import random
+import re
+import time
+from typing import Any
+
+import pytest
+from imaptools import Client, connect
+
+from pizzamail.imap import ImapServer, cache, fetch, parser, wire
+from pizzamail.mailbox import Mailbox
+from pizzamail.store import Store
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store_backend(request: pytest.FixtureRequest) -> str:
+    """The listing's query is SQL: on both engines."""
+    return str(request.param)
+
+
+async def test_message_after_message_parses_and_sets_up_the_items_once(
+    client: Client, sample: list[bytes], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """mbsync's pull, one ``UID FETCH n (BODY.PEEK[])`` a message. Fails on a FETCH that parsed its
+    items and set itself up again for every message."""
+    parsed: list[int] = []
+    set_up: list[int] = []
+    fetch_atts, post_init = parser.fetch_atts, fetch.Fetcher.__post_init__
+    monkeypatch.setattr(parser, "fetch_atts", lambda r: parsed.append(1) or fetch_atts(r))
+    monkeypatch.setattr(parser, "_FETCH_ITEMS", {})  # what earlier tests' commands left
+
+    def counted(self: fetch.Fetcher) -> None:
+        set_up.append(1)
+        post_init(self)
+
+    monkeypatch.setattr(fetch.Fetcher, "__post_init__", counted)
+    await client.command(b"s SELECT INBOX")
+    for uid, data in enumerate(sample, start=1):
+        lines = await client.command(b"f%d UID FETCH %d (BODY.PEEK[])" % (uid, uid))
+        assert b"".join(lines[:-1]) == b"* %d FETCH (UID %d BODY[] {%d}\r\n%s)\r\n" % (
+            uid, uid, len(data), data)
+    assert (len(parsed), len(set_up)) == (1, 1)
+
+
+async def test_a_fetch_with_anything_after_its_items_is_refused_every_time(
+    client: Client, sample: list[bytes]
+) -> None:
+    """The parsed item lists kept for the next command hold only commands that parsed whole."""
+    await client.command(b"s SELECT INBOX")
+    for tag in (b"a", b"b"):
+        lines = await client.command(tag + b" UID FETCH 1 (FLAGS) extra")
+        assert lines[-1].startswith(tag + b" BAD"), lines
+
+
+async def test_a_listing_reads_only_the_columns_it_answers_from(
+    client: Client, sample: list[bytes], store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Fails on a listing that read every message's file name, subdir and modseq (and NULLs for
+    the cached parts it did not ask for): each column read costs more than making the row."""
+    queries: list[str] = []
+    fetchall = store.fetchall
+
+    async def spied(sql: str, params: Any = ()) -> Any:
+        queries.append(sql)
+        return await fetchall(sql, params)
+
+    monkeypatch.setattr(store, "fetchall", spied)
+    await client.command(b"s SELECT INBOX")
+    queries.clear()
+    lines = await client.command(b"f UID FETCH 1:* (UID FLAGS RFC822.SIZE INTERNALDATE "
+                                 b"BODY.PEEK[HEADER.FIELDS (FROM SUBJECT)])")
+    assert lines[-1].startswith(b"f OK")
+    assert sum(1 for line in lines if re.match(rb"\* \d+ FETCH ", line)) == len(sample)
+    [columns] = [m.group(1) for q in queries if (m := re.match(r"SELECT (.*) FROM mail\b", q))]
+    assert columns.split(", ") == ["uid", "size", "internaldate", "flags", "headers"]
+
+
+async def test_sequence_numbers_skip_a_message_expunged_meanwhile_inside_a_batch(
+    server: ImapServer, mailbox: Mailbox, sample: list[bytes]
+) -> None:
+    """A batch that is not a run of the client's numbering is numbered message by message."""
+    one, two = await connect(server), await connect(server)
+    try:
+        await one.command(b"s SELECT INBOX")
+        await two.command(b"s SELECT INBOX")
+        await one.command(b"a STORE 2 +FLAGS.SILENT (\\Deleted)")
+        await one.command(b"b EXPUNGE")
+        assert await two.command(b"f FETCH 1:3 (UID)") == [
+            b"* 1 FETCH (UID 1)\r\n", b"* 3 FETCH (UID 3)\r\n", b"f OK FETCH completed\r\n"]
+    finally:
+        await one.close()
+        await two.close()
+
+
+def test_date_times_are_each_date_s_internaldate() -> None:
+    rng = random.Random(18)
+    epochs = [0, 59, 60, 3599, 86_399, 86_400, 951_782_400, 1_764_979_200,
+              *(rng.randrange(0, 4_102_444_800) for _ in range(500))]
+    expected = []
+    for epoch in epochs:
+        t = time.gmtime(epoch)
+        expected.append(b'"%2d-%s-%04d %02d:%02d:%02d +0000"' % (
+            t.tm_mday, calendar.month_abbr[t.tm_mon].encode(), t.tm_year, t.tm_hour, t.tm_min, t.tm_sec))
+    assert wire.date_times(epochs) == expected
+    assert [wire.date_time(e) for e in epochs] == expected
+    assert wire.date_times([]) == []
+
+
+def test_picking_a_batch_gives_what_picking_each_gives() -> None:
+    headers = [b"From: a@x\r\nTo: b@x\r\nCc: c@x\r\nSubject: s\r\n",
+               b"Subject: only\r\n", b"", b"X-Other: o\r\nto: lower@x\r\nTO: again@x\r\n"]
+    lines = [cache.header_lines(h) or b"" for h in headers]
+    wanted = frozenset({b"to", b"subject"})
+    assert cache.pick_each(wanted, lines) == [cache.header_fields(one, wanted) for one in lines]
+    assert cache.pick_each(wanted, lines)[3] == b"to: lower@x\r\nTO: again@x\r\n\r\n"
