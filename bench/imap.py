@@ -6,7 +6,9 @@ and measures with real clients:
 
   (a) mbsync full pull of INBOX into an empty local Maildir (wall time, median of --rounds), once
       with mbsync's defaults (it fsyncs every message it stores, as users run it) and once with
-      FSync no, where the client's disk flushes no longer hide the servers' differences;
+      FSync no, where the client's disk flushes no longer hide the servers' differences; both
+      servers are up at once and pulled from in turns (one pull from each, --rounds times), so
+      that other work on the machine and its disk meanwhile weighs on both alike;
   (b) the header listing a client does on first open,
       UID FETCH 1:* (UID FLAGS RFC822.SIZE INTERNALDATE BODY.PEEK[HEADER.FIELDS (FROM TO SUBJECT
       DATE MESSAGE-ID)]), first and repeated;
@@ -351,7 +353,8 @@ class Figures:
     append: float = 0.0
 
 
-def measure(server: Server, tmp: Path, count: int, rounds: int, fsyncs: tuple[bool, ...]) -> Figures:
+def measure(server: Server, count: int) -> Figures:
+    """(b) and (c) on one server, alone: the listing and SELECT that open its folder."""
     f = Figures(startup=server.startup)
     os.sync()
     with client(server.port) as c:
@@ -369,45 +372,67 @@ def measure(server: Server, tmp: Path, count: int, rounds: int, fsyncs: tuple[bo
         with client(server.port) as c:
             warm.append(timed(select_inbox, c)[0])
     f.select_warm = statistics.median(warm)
-    for fsync in fsyncs:
-        pulls = []
-        for n in range(rounds):
-            print(f"  {server.name}: mbsync full pull, FSync {'yes' if fsync else 'no'}, {n + 1}/{rounds}",
-                  flush=True)
-            pulls.append(mbsync_pull(tmp, server.port, count, fsync))
-        if fsync:
-            f.mbsync = statistics.median(pulls)
-        else:
-            f.mbsync_nofsync = statistics.median(pulls)
-    f.idle_cpu, f.rss_kb, f.rss_imap_kb = idle_cpu(server)
     return f
 
 
-def run_server(
-    name: str, source: Path, tmp: Path, count: int, rounds: int, profile: Path | None,
-    fsyncs: tuple[bool, ...],
-) -> Figures:
+def pulls(
+    both: list[tuple[Server, Figures, Path]], count: int, rounds: int, fsyncs: tuple[bool, ...],
+) -> None:
+    """(a): mbsync pulls from both servers in turns (one from each, ``rounds`` times), so that
+    whatever else loads the machine and its disk meanwhile loads both alike; the median of each."""
+    for fsync in fsyncs:
+        times: dict[str, list[float]] = {server.name: [] for server, _, _ in both}
+        for n in range(rounds):
+            for server, _, base in both:
+                mode = "yes" if fsync else "no"
+                print(f"  {server.name}: mbsync full pull, FSync {mode}, {n + 1}/{rounds}", flush=True)
+                times[server.name].append(mbsync_pull(base, server.port, count, fsync))
+        for server, figures, _ in both:
+            if fsync:
+                figures.mbsync = statistics.median(times[server.name])
+            else:
+                figures.mbsync_nofsync = statistics.median(times[server.name])
+
+
+def start_server(name: str, source: Path, tmp: Path, count: int, profile: Path | None) -> tuple[Server, Path]:
+    """A copy of ``source`` served by ``name``; the server and the directory it works in."""
     base = tmp / name
     base.mkdir()
     if name == "pizzamail":
         copy_maildir(source, base / "home" / "Maildir")
         print(f"  {name}: starting (indexes {count} messages on first open) ...", flush=True)
-        server = start_pizzamail(base / "home", base / "server.log", profile)
-    else:
-        copy_maildir(source, base / "Maildir")
-        print(f"  {name}: starting ...", flush=True)
-        server = start_dovecot(base, base / "Maildir")
-    with running(server):
-        figures = measure(server, base, count, rounds, fsyncs)
-    # Again on the same folder: pizzamail finds its index, Dovecot its index files.
-    if name == "pizzamail":
+        return start_pizzamail(base / "home", base / "server.log", profile), base
+    copy_maildir(source, base / "Maildir")
+    print(f"  {name}: starting ...", flush=True)
+    return start_dovecot(base, base / "Maildir"), base
+
+
+def restart(server: Server, base: Path, figures: Figures) -> None:
+    """Again on the same folder: pizzamail finds its index, Dovecot its index files."""
+    if server.name == "pizzamail":
         server = start_pizzamail(base / "home", base / "server-restart.log", None)
     else:
         server = start_dovecot(base, base / "Maildir")
     with running(server), client(server.port) as c:
         figures.restart = server.startup
         figures.select_restart = timed(select_inbox, c)[0]
-    return figures
+
+
+def run_servers(
+    source: Path, tmp: Path, count: int, rounds: int, profile: Path | None, fsyncs: tuple[bool, ...],
+) -> tuple[Figures, Figures]:
+    """Both servers up at once: (b) and (c) on each alone, (a) in turns, then (d) on each."""
+    ours, ours_base = start_server("pizzamail", source, tmp, count, profile)
+    with running(ours):
+        dove, dove_base = start_server("dovecot", source, tmp, count, None)
+        with running(dove):
+            both = [(ours, measure(ours, count), ours_base), (dove, measure(dove, count), dove_base)]
+            pulls(both, count, rounds, fsyncs)
+            for server, figures, _ in both:
+                figures.idle_cpu, figures.rss_kb, figures.rss_imap_kb = idle_cpu(server)
+    for server, figures, base in both:
+        restart(server, base, figures)
+    return both[0][1], both[1][1]
 
 
 def append_times(port: int) -> list[float]:
@@ -537,8 +562,7 @@ def main() -> None:
             args.cache.mkdir(parents=True, exist_ok=True)
         source = corpus(args.messages, args.cache, tmp)
         profile = args.profile.resolve() if args.profile else None
-        ours = run_server("pizzamail", source, tmp, args.messages, args.rounds, profile, fsyncs)
-        dove = run_server("dovecot", source, tmp, args.messages, args.rounds, None, fsyncs)
+        ours, dove = run_servers(source, tmp, args.messages, args.rounds, profile, fsyncs)
         if not args.scale:
             side_by_side(corpus(SMALL_FOLDER, args.cache, tmp), tmp, ours, dove)
         print()
