@@ -44,7 +44,7 @@ from pizzamail.store import Store
 from pizzamail.store.actions import HeldAction
 from pizzamail.store.blobs import BlobStore
 from pizzamail.store.events import Resync, RunQueued, StopRequested
-from pizzamail.store.leases import claim_next, new_worker_id, reclaim_expired
+from pizzamail.store.leases import claim_runs, new_worker_id, reclaim_expired
 from pizzamail.store.mailwriter import message_row
 from pizzamail.store.memory import relevant_notes
 from pizzamail.store.runfiles import Workspaces
@@ -347,27 +347,29 @@ class Runner:
         finally:
             self._cancellable.discard(task)
 
-    async def _claim(self) -> Run | None:
-        """The next run to work on. A run a crash cut off runs alone until it gets further, so a run
-        that crashes the process every time takes only itself down, and only its own crashes
-        count against it (:func:`claim_next`). Only the dispatcher claims: one claim at a time."""
+    async def _claim(self, room: int) -> list[Run]:
+        """Up to ``room`` runs to work on now. A run a crash cut off runs alone until it gets further,
+        so a run that crashes the process every time takes only itself down, and only its own crashes
+        count against it (:func:`claim_runs`): an idle runner claims one run first, and the rest of a
+        burst once it knows that one may have company. Only the dispatcher claims: one claim at a
+        time."""
         if self._alone is not None:
-            return None
+            return []
         try:
             # most looks find nothing (the poll, the look after each run): they need not write
             if not await any_queued(self.store):
-                return None
-            run = await claim_next(self.store, exclude_threads=set(self._busy.values()),
-                                   busy=bool(self._busy), worker=self.worker,
-                                   lease_seconds=self.config.store.lease_seconds)
+                return []
+            runs = await claim_runs(self.store, limit=room if self._busy else 1,
+                                    exclude_threads=set(self._busy.values()), busy=bool(self._busy),
+                                    worker=self.worker, lease_seconds=self.config.store.lease_seconds)
         except Exception:  # the database may be busy or broken: keep the runner, look again later
             log.exception("could not look for queued runs")
-            return None
-        if run is not None:
+            return []
+        for run in runs:
             self._busy[run.id] = run.thread_id
             if run.crashes:
                 self._alone = run.id
-        return run
+        return runs
 
     def _not_alone(self, run_id: int) -> None:
         """``run_id`` got further than the last crash, or ended: other runs may start beside it."""
