@@ -267,8 +267,9 @@ class Mailbox:
         subdir, cached = await asyncio.to_thread(self._write, folder, base, data, stamp, flag_set, named)
         new = NewMail(name=base, subdir=subdir, size=len(data), internaldate=stamp, flags=frozenset(flag_set),
                       cached=cached)
-        async with self.store.write() as db:
-            [uid] = await index.add_mail(db, folder.id, [new], message_ref=message_ref)
+        # at once: the deliveries of a busy runner (tasks, replies, the board) share commits
+        [uid] = await self.store.write_at_once(
+            lambda db: index.add_mail(db, folder.id, [new], message_ref=message_ref))
         self._changes.changed(folder.id)
         return uid
 
