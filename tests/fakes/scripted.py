@@ -54,6 +54,12 @@ class Recorded:
 Answerer = Callable[[Recorded], Scripted]
 
 
+class _Server(ThreadingHTTPServer):
+    # a real provider takes a burst of connections: a runner starting 32 runs at once opens 32, and
+    # the default backlog of 5 resets some of them (ReadError), which no real provider would do
+    request_queue_size = 256
+
+
 class ScriptedServer:
     """Start with ``with Fake() as fake:``; subclasses set the class attributes below. Every
     request is recorded in ``requests``, GETs included."""
@@ -74,7 +80,7 @@ class ScriptedServer:
             599, f"{self.name}: the test's script has no more answers")
         self._stopping = threading.Event()
         self.requests: list[Recorded] = []
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
+        self._server = _Server(("127.0.0.1", 0), _handler(self))
         self._thread = threading.Thread(target=self._server.serve_forever, name=self.name,
                                         kwargs={"poll_interval": 0.05})
 
