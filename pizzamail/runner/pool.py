@@ -22,6 +22,8 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
+import httpx
+
 from pizzamail.approvals.service import DRAFTS_FOLDER, Approvals, Waiting, draft_message
 from pizzamail.composer import Composed, Composer, MailContext
 from pizzamail.config import Agent, Config
@@ -29,6 +31,7 @@ from pizzamail.errors import LeaseLost, PizzamailError, ProviderNotConfigured, R
 from pizzamail.logs import in_run
 from pizzamail.mailbox.filing import Filer
 from pizzamail.mailbox.writing import MailFolders
+from pizzamail.providers.http import new_client
 from pizzamail.providers.registry import select_provider
 from pizzamail.providers.types import Message, Provider, Response, ToolCall
 from pizzamail.runner.delegation import Delegation
@@ -133,6 +136,8 @@ class Runner:
     _approvals: Approvals = field(init=False, repr=False)
     _notices: dict[int, str] = field(default_factory=dict, init=False)  # run id -> provider notice
     _delegation: Delegation = field(init=False, repr=False)
+    _http: httpx.AsyncClient | None = field(default=None, init=False, repr=False)
+    """one client for every run's model requests, so runs reuse its connections"""
 
     def __post_init__(self) -> None:
         if self.provider_factory is not None:
@@ -141,7 +146,7 @@ class Runner:
         elif self.secrets is not None:
             config, secrets = self.config, self.secrets
             self._new_provider = lambda model: select_provider(
-                replace(config, agent=replace(config.agent, model=model)), secrets)
+                replace(config, agent=replace(config.agent, model=model)), secrets, http=self._shared_http())
         else:
             raise TypeError("Runner needs a provider_factory or a SecretStore (secrets=...)")
         self._mails = self.composer or Composer(config=self.config)
@@ -201,6 +206,9 @@ class Runner:
             await self._dispatcher.stop()
             self._dispatcher = None
         await asyncio.gather(*self._filing)
+        if self._http is not None:
+            await self._http.aclose()
+            self._http = None
         if self._heartbeat is not None:
             await self._heartbeat.__aexit__(None, None, None)
             self._heartbeat = None
@@ -211,6 +219,11 @@ class Runner:
         await release_runs(self.store, interrupted, worker=self.worker)
         if interrupted:
             log.info("runner stopped; run(s) %s will resume at the next start", interrupted)
+
+    def _shared_http(self) -> httpx.AsyncClient:
+        if self._http is None:
+            self._http = new_client()
+        return self._http
 
     async def __aenter__(self) -> Runner:
         await self.start()

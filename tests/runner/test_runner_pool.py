@@ -8,12 +8,14 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from pizzamail.composer import Composer
 from pizzamail.config import RunnerSettings
 from pizzamail.mailbox.filing import Filer
 from pizzamail.providers import Response, ToolCall
+from pizzamail.providers.http import new_client
 from pizzamail.runner import pool
 from pizzamail.store.leases import claim_next, claim_runs
 from pizzamail.store.runs import add_step, requeue_interrupted, steps_of
@@ -334,3 +336,23 @@ async def test_a_burst_of_queued_runs_is_claimed_in_two_claims_not_one_each(
     # one run alone first (it may be one a crash cut off), then every free place in one claim
     assert claimed[:2] == [queued[:1], queued[1:8]]
     assert sorted(r for claim in claimed for r in claim) == queued
+
+
+async def test_runs_share_one_http_client_closed_with_the_runner(
+    harness: Harness, fake_openai: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    made: list[httpx.AsyncClient] = []
+
+    def counted() -> httpx.AsyncClient:
+        made.append(new_client())
+        return made[-1]
+
+    monkeypatch.setattr(pool, "new_client", counted)
+    fake_openai.script([], then=lambda request: text("answered"))
+    queued = [await harness.task(f"task {n}", subject=f"Task {n}") for n in range(3)]
+    async with harness.running(provider_factory=None, secrets=harness.secrets) as runner:
+        for run_id in queued:
+            assert await asyncio.wait_for(runner.wait_for(run_id), TIMEOUT) == "done"
+        assert len(made) == 1 and not made[0].is_closed  # every run's requests went through it
+    assert made[0].is_closed
+    assert len(fake_openai.requests) == 3
