@@ -47,8 +47,10 @@ def tls_context() -> ssl.SSLContext:
 def new_client() -> httpx.AsyncClient:
     """A client for any provider: each request says where it goes, with which headers and patience.
     A runner keeps one for all its runs (a new client and connection per run cost more CPU than
-    the request); close it with ``aclose``."""
-    return httpx.AsyncClient(verify=tls_context())
+    the request); close it with ``aclose``. No cap on connections: the runner's concurrency is the
+    cap (httpx's default of 100 would hold back runs beyond it, each waiting for the model)."""
+    return httpx.AsyncClient(verify=tls_context(),
+                             limits=httpx.Limits(max_connections=None, max_keepalive_connections=100))
 
 
 class ContextTooLong(ProviderError):
