@@ -18,9 +18,10 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import os
+from collections import OrderedDict
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol, TypeVar
 
@@ -137,9 +138,35 @@ def _fsync_folder(path: Path) -> None:
 _INSERT = "INSERT INTO blobs(digest, data) VALUES (?, ?) ON CONFLICT (digest) DO NOTHING"
 
 
+@dataclass(kw_only=True)
+class Recent:
+    """The blobs loaded last, by digest. A task's mail is read by its filing, its run's history and
+    its reply within moments; a digest's bytes never change, so a kept copy is never stale."""
+
+    budget: int = 8 << 20
+    """bytes kept at most; a blob over an eighth of it is not kept"""
+    _kept: OrderedDict[str, bytes] = field(default_factory=OrderedDict)
+    _size: int = 0
+
+    def get(self, digest: str) -> bytes | None:
+        data = self._kept.get(digest)
+        if data is not None:
+            self._kept.move_to_end(digest)
+        return data
+
+    def keep(self, digest: str, data: bytes) -> bytes:
+        if len(data) <= self.budget // 8 and digest not in self._kept:
+            self._kept[digest] = data
+            self._size += len(data)
+            while self._size > self.budget:
+                self._size -= len(self._kept.popitem(last=False)[1])
+        return data
+
+
 @dataclass(frozen=True, kw_only=True)
 class StoredBlobs:
     store: Store
+    recent: Recent = field(default_factory=Recent)
 
     async def save(self, data: bytes) -> Blob:
         digest = digest_of(data)
@@ -151,10 +178,12 @@ class StoredBlobs:
         return await _inserted(db, datas)
 
     async def load(self, digest: str) -> bytes:
+        if (kept := self.recent.get(digest)) is not None:
+            return kept
         found = await _row(self.store, digest)
         if found is None:
             raise FileNotFoundError(f"blob {digest} is not in the store")
-        return found
+        return self.recent.keep(digest, found)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -169,6 +198,7 @@ class SqliteBlobs:
 
     files: FileBlobs
     store: Store
+    recent: Recent = field(default_factory=Recent)
 
     async def save(self, data: bytes) -> Blob:
         return await self.files.save(data)
@@ -181,8 +211,10 @@ class SqliteBlobs:
         return [next(kept) if len(data) <= IN_TABLE else next(filed) for data in datas]
 
     async def load(self, digest: str) -> bytes:
+        if (kept := self.recent.get(digest)) is not None:
+            return kept
         found = await _row(self.store, digest)
-        return found if found is not None else await self.files.load(digest)
+        return self.recent.keep(digest, found if found is not None else await self.files.load(digest))
 
 
 async def _inserted(db: Tx, datas: list[bytes]) -> list[Blob]:
