@@ -202,13 +202,17 @@ class Store:
         commit.add_done_callback(committed)
         await to_the_end(commit)
 
-    async def write_at_once(self, work: Work[T], *, priority: bool = False) -> T:
+    async def write_at_once(self, work: Work[T], *, priority: bool = False, serial: bool = True) -> T:
         """``await work(db)`` in a write transaction, as :meth:`write` does, for work that awaits
         nothing but its statements. The works that come in while one batch is written share the
         next transaction and commit, each in a savepoint of its own (:mod:`pizzamail.store.commit`).
         On SQLite a batch runs on the writer's thread in one step: each statement awaited on its
         own is a hop to that thread and back, which costs more than the statement (and waits for
-        the event loop's turn)."""
+        the event loop's turn). ``serial=False`` is :meth:`write`'s (PostgreSQL: beside the
+        serialised writes, never batched with them; SQLite ignores it)."""
+        if not serial and self.dialect != SQLITE:
+            async with self.write(serial=False) as db:
+                return await work(db)
         if self._group is None:
             self._group = GroupCommit(batch=self._open_backend().at_once,
                                       publish=lambda events: self.events.publish(events),

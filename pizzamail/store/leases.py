@@ -80,7 +80,8 @@ async def claim_runs(store: Store, *, limit: int, exclude_threads: set[int], bus
     excluded = sorted(exclude_threads)
     others = f"AND thread_id NOT IN ({', '.join('?' * len(excluded))})" if excluded else ""
     until = None if worker is None else lease_end(lease_seconds)
-    async with store.write(serial=False) as db:
+
+    async def claim(db: Tx) -> list[Run]:
         async with db.execute(
             "WITH picked AS (SELECT id FROM runs r WHERE status ="
             f" 'queued' {crashed} {others} AND NOT EXISTS (SELECT 1 FROM runs o WHERE o.thread_id ="
@@ -97,9 +98,11 @@ async def claim_runs(store: Store, *, limit: int, exclude_threads: set[int], bus
             record(db, RunChanged(run=run.id, thread=run.thread_id, status="running"))
         if runs and store.dialect != POSTGRESQL:
             await _working(db, runs)
+        return runs
+
+    runs = await store.write_at_once(claim, serial=False)
     if runs and store.dialect == POSTGRESQL:
-        async with store.write(serial=False) as db:
-            await _working(db, runs)
+        await store.write_at_once(lambda db: _working(db, runs), serial=False)
     return runs
 
 
