@@ -22,8 +22,6 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
-import httpx
-
 from pizzamail.approvals.service import DRAFTS_FOLDER, Approvals, Waiting, draft_message
 from pizzamail.composer import Composed, Composer, MailContext
 from pizzamail.config import Agent, Config
@@ -31,14 +29,13 @@ from pizzamail.errors import LeaseLost, PizzamailError, ProviderNotConfigured, R
 from pizzamail.logs import in_run
 from pizzamail.mailbox.filing import Filer
 from pizzamail.mailbox.writing import MailFolders
-from pizzamail.providers.http import new_client
-from pizzamail.providers.registry import select_provider
 from pizzamail.providers.types import Message, Provider, Response, ToolCall
 from pizzamail.runner.delegation import Delegation
 from pizzamail.runner.dispatch import Dispatcher, runs_at_once
 from pizzamail.runner.history import RunContext, history, load_context
 from pizzamail.runner.limits import Limits, run_notes, unavailable_notes, usage_of
 from pizzamail.runner.loop import Delegating, drive
+from pizzamail.runner.models import Models
 from pizzamail.runner.outcome import conclude
 from pizzamail.runner.stops import Heartbeat, StopWatch
 from pizzamail.runner.workspace import attachments
@@ -129,26 +126,16 @@ class Runner:
     _alone: int | None = field(default=None, init=False)  # a run a crash cut off: nothing runs beside it
     _outcomes: dict[int, str] = field(default_factory=dict, init=False)
     _finished: dict[int, asyncio.Event] = field(default_factory=dict, init=False)
-    _new_provider: Callable[[str], Provider] = field(init=False, repr=False)
+    _models: Models = field(init=False, repr=False)
     _mails: Composer = field(init=False, repr=False)
     _filer: Filer | None = field(init=False, repr=False)
     _unsubscribe: list[Callable[[], None]] = field(default_factory=list, init=False, repr=False)
     _approvals: Approvals = field(init=False, repr=False)
     _notices: dict[int, str] = field(default_factory=dict, init=False)  # run id -> provider notice
     _delegation: Delegation = field(init=False, repr=False)
-    _http: httpx.AsyncClient | None = field(default=None, init=False, repr=False)
-    """one client for every run's model requests, so runs reuse its connections"""
 
     def __post_init__(self) -> None:
-        if self.provider_factory is not None:
-            factory = self.provider_factory
-            self._new_provider = lambda model: factory()
-        elif self.secrets is not None:
-            config, secrets = self.config, self.secrets
-            self._new_provider = lambda model: select_provider(
-                replace(config, agent=replace(config.agent, model=model)), secrets, http=self._shared_http())
-        else:
-            raise TypeError("Runner needs a provider_factory or a SecretStore (secrets=...)")
+        self._models = Models(config=self.config, factory=self.provider_factory, secrets=self.secrets)
         self._mails = self.composer or Composer(config=self.config)
         own = Filer(mailbox=self.mailbox, blobs=self.blobs) if self.mailbox is not None else None
         self._filer = self.filer or own
@@ -206,9 +193,7 @@ class Runner:
             await self._dispatcher.stop()
             self._dispatcher = None
         await asyncio.gather(*self._filing)
-        if self._http is not None:
-            await self._http.aclose()
-            self._http = None
+        await self._models.aclose()
         if self._heartbeat is not None:
             await self._heartbeat.__aexit__(None, None, None)
             self._heartbeat = None
@@ -219,11 +204,6 @@ class Runner:
         await release_runs(self.store, interrupted, worker=self.worker)
         if interrupted:
             log.info("runner stopped; run(s) %s will resume at the next start", interrupted)
-
-    def _shared_http(self) -> httpx.AsyncClient:
-        if self._http is None:
-            self._http = new_client()
-        return self._http
 
     async def __aenter__(self) -> Runner:
         await self.start()
@@ -467,7 +447,7 @@ class Runner:
         if waiting is not None:
             return waiting
         await self._delegation.settle(run, transcript)
-        provider = self._new_provider(run.model or agent.model)
+        provider = self._models.provider(run.model or agent.model)
         notice = getattr(provider, "notice", None)
         if notice:
             self._notices[run.id] = str(notice)

@@ -16,7 +16,7 @@ from pizzamail.config import RunnerSettings
 from pizzamail.mailbox.filing import Filer
 from pizzamail.providers import Response, ToolCall
 from pizzamail.providers.http import new_client
-from pizzamail.runner import pool
+from pizzamail.runner import models, pool
 from pizzamail.store.leases import claim_next, claim_runs
 from pizzamail.store.runs import add_step, requeue_interrupted, steps_of
 from pizzamail.store.threads import thread_messages
@@ -347,7 +347,7 @@ async def test_runs_share_one_http_client_closed_with_the_runner(
         made.append(new_client())
         return made[-1]
 
-    monkeypatch.setattr(pool, "new_client", counted)
+    monkeypatch.setattr(models, "new_client", counted)
     fake_openai.script([], then=lambda request: text("answered"))
     queued = [await harness.task(f"task {n}", subject=f"Task {n}") for n in range(3)]
     async with harness.running(provider_factory=None, secrets=harness.secrets) as runner:
