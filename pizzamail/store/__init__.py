@@ -350,7 +350,7 @@ async def in_savepoints(backend: Backend, works: list[Work[Any]]) -> tuple[list[
 
 async def _outcome(db: Tx, work: Work[Any]) -> Outcome:
     try:
-        async with savepoint(db):
+        async with savepoint(db, "work"):  # not ``part``, which a work may use for its own parts
             return True, await work(db)
     except TransactionLost:
         raise

@@ -15,6 +15,7 @@ own, which takes the write lock before the ordinary waiters.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -22,6 +23,8 @@ from typing import Any, TypeVar
 from pizzamail.store.events import CommitEvent
 
 T = TypeVar("T")
+
+log = logging.getLogger(__name__)
 
 Outcome = tuple[bool, Any]
 """A work's end: (True, its result) or (False, the exception it raised)"""
@@ -70,13 +73,17 @@ class GroupCommit:
                         outcomes, events = await to_the_end(self.batch([work for work, _ in batch]))
                     except Exception as failed:  # the whole transaction: no work of it committed
                         outcomes, events = [(False, failed)] * len(batch), []
-                self.publish(events)
                 for (_, done), (ok, value) in zip(batch, outcomes, strict=True):
                     if ok:
                         done.set_result(value)
                     else:
                         done.set_exception(value)
                 batch = []
+                # before any caller resumes (they were only scheduled), and never in their way
+                try:
+                    self.publish(events)
+                except Exception:
+                    log.exception("a subscriber to the store's commit events failed")
         finally:
             lane.writing = None
             for _, done in [*batch, *lane.waiting]:

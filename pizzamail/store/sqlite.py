@@ -119,17 +119,17 @@ def _part(conn: sqlite3.Connection, tx: _InThread, work: Work[Any]) -> Outcome:
     """One work of a batch: on an exception its statements and events are rolled back, the others
     stay; :class:`TransactionLost` when the failure ended the whole transaction (SQLite's own
     rollback on a full disk, an I/O error, memory short)."""
-    conn.execute("SAVEPOINT part")
+    conn.execute("SAVEPOINT work")
     try:
         with dropped_on_error(tx):
             result = _to_the_end(work(tx))
     except Exception as failed:
         if not conn.in_transaction:
             raise TransactionLost() from failed
-        conn.execute("ROLLBACK TO SAVEPOINT part")
-        conn.execute("RELEASE SAVEPOINT part")
+        conn.execute("ROLLBACK TO SAVEPOINT work")
+        conn.execute("RELEASE SAVEPOINT work")
         return False, failed
-    conn.execute("RELEASE SAVEPOINT part")
+    conn.execute("RELEASE SAVEPOINT work")
     return True, result
 
 
