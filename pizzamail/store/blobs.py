@@ -17,18 +17,13 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import os
 from collections import OrderedDict
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol, TypeVar
+from typing import Protocol
 
-from pizzamail.home import write_private
+from pizzamail.home import fsync_path, side_by_side, write_private
 from pizzamail.store import Store, Tx, on_writer_thread
-
-A = TypeVar("A")
 
 IN_TABLE = 1 << 20
 """the largest blob :meth:`SqliteBlobs.save_in` keeps in the table (SQLite reads blobs of up to
@@ -84,8 +79,8 @@ class FileBlobs:
         made = [folder for folder in folders if not folder.exists()]
         for folder in made:
             folder.mkdir(mode=0o700, exist_ok=True)
-        _each(_placed, list(fresh.items()))
-        _each(_fsync_folder, [*folders, *([self.root] if made else [])])
+        side_by_side(_placed, list(fresh.items()))
+        side_by_side(fsync_path, [*folders, *([self.root] if made else [])])
         return digests
 
     async def save(self, data: bytes) -> Blob:
@@ -107,17 +102,6 @@ class FileBlobs:
         return await asyncio.to_thread(self.get, digest)
 
 
-_SYNCING = ThreadPoolExecutor(max_workers=16, thread_name_prefix="pizzamail-fsync")
-"""where the fsyncs of one batch of blobs run side by side"""
-
-
-def _each(step: Callable[[A], object], items: list[A]) -> None:
-    if len(items) == 1:
-        step(items[0])
-    else:
-        list(_SYNCING.map(step, items))
-
-
 def _blobs(digests: list[str], datas: list[bytes]) -> list[Blob]:
     return [Blob(digest=digest, size=len(data)) for digest, data in zip(digests, datas, strict=True)]
 
@@ -125,14 +109,6 @@ def _blobs(digests: list[str], datas: list[bytes]) -> list[Blob]:
 def _placed(new: tuple[Path, bytes]) -> None:
     """The bytes in a temporary file beside their place, fsynced, then renamed into it."""
     write_private(*new)
-
-
-def _fsync_folder(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 _INSERT = "INSERT INTO blobs(digest, data) VALUES (?, ?) ON CONFLICT (digest) DO NOTHING"
