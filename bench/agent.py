@@ -272,7 +272,7 @@ def main() -> None:
     args = parser.parse_args()
     os.environ["PYTHON_KEYRING_BACKEND"] = "keyring.backends.fail.Keyring"  # the homes' secrets are files
     codes = {"this": REPO, **({"against": args.against.resolve()} if args.against else {})}
-    with tempfile.TemporaryDirectory() as tmp, FakeOpenAI() as fake:
+    with tempfile.TemporaryDirectory() as tmp, FakeOpenAI(keep_alive=True) as fake:
         bench = Bench(root=Path(tmp), fake=fake)
         run_parts(bench, codes, args)
 

@@ -9,9 +9,11 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 import platformdirs
 
@@ -150,3 +152,27 @@ def write_private(path: Path, data: bytes) -> None:
     finally:
         os.close(fd)
     os.replace(tmp, path)
+
+
+A = TypeVar("A")
+
+_SYNCING = ThreadPoolExecutor(max_workers=16, thread_name_prefix="pizzamail-fsync")
+"""where the fsyncs of one batch of files run side by side"""
+
+
+def side_by_side(step: Callable[[A], object], items: list[A]) -> None:
+    """``step`` on each item, at once in threads when there are several: fsyncs issued side by side
+    are taken by the filesystem's journal in one commit, about the time of one."""
+    if len(items) == 1:
+        step(items[0])
+    else:
+        list(_SYNCING.map(step, items))
+
+
+def fsync_path(path: Path) -> None:
+    """fsync a file or a folder by its path (a rename is durable only with its folder's fsync)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -223,7 +223,7 @@ async def test_the_atomic_write_runs_off_the_event_loop(
     inbox = await mailbox.folder("INBOX")
     assert inbox is not None
     entered, release = threading.Event(), threading.Event()
-    monkeypatch.setattr(maildir, "write_atomic", _held(maildir.write_atomic, entered, release))
+    monkeypatch.setattr(maildir, "write_all", _held(maildir.write_all, entered, release))
     delivery = asyncio.create_task(mailbox.deliver(inbox, MAIL))
     assert await asyncio.to_thread(entered.wait, 5)  # the loop runs on while the file is written
     release.set()

@@ -30,7 +30,7 @@ from pizzamail.activity.status import (
 )
 from pizzamail.composer import Composer
 from pizzamail.config import Config
-from pizzamail.mailbox.writing import MailFolders
+from pizzamail.mailbox.writing import Delivery, MailFolders
 from pizzamail.store import Store
 from pizzamail.store.activity import BoardRun, board_runs, progress_notes
 from pizzamail.store.blobs import BlobStore
@@ -70,11 +70,14 @@ class Board:
             runs = await board_runs(self.store, finished_since=now - self.config.activity.keep)
             kept: set[str] = set()
             due: list[float] = []
+            shown: list[Delivery] = []
             for run in runs:
-                names, wait = await self._show(folder, run, present, now)
+                names, wait = self._show(run, present, now, shown)
                 kept |= names
                 if wait:
                     due.append(wait)
+            if shown:  # in one delivery: one trip to write the files, one commit
+                await self.mailbox.deliver_each(folder, shown)
             kept |= await self._copy_notes(folder, [run.run for run in runs], present)
             stale = [uid for name, uid in present.items()
                      if name.startswith((STATUS_PREFIX, PROGRESS_PREFIX)) and name not in kept]
@@ -83,21 +86,22 @@ class Board:
             self._forget(run.run for run in runs)
             return min(due) if due else None
 
-    async def _show(self, folder: Folder, run: BoardRun, present: dict[str, int], now: datetime
-                    ) -> tuple[set[str], float]:
-        """The names of ``run``'s mails to keep, and the seconds its replacement is held back."""
+    def _show(self, run: BoardRun, present: dict[str, int], now: datetime, shown: list[Delivery]
+              ) -> tuple[set[str], float]:
+        """The names of ``run``'s mails to keep, and the seconds its replacement is held back; its
+        new status mail, if it needs one, goes into ``shown``."""
         name = status_name(run)
         if name in present:
             return {name}, 0.0
-        shown = [n for n in present if n.startswith(run_prefix(run.run))]
-        wait = self._held_back(run, shown, now)
+        current = [n for n in present if n.startswith(run_prefix(run.run))]
+        wait = self._held_back(run, current, now)
         if wait > 0:
-            return set(shown), wait
+            return set(current), wait
         mail = status_mail(run, text=self._text(run), agent=self.config.agent.address,
                            agent_name=self.config.agent.name, owner=self.config.account.address,
                            domain=self.config.domain, date=now)
-        await self.mailbox.deliver(folder, mail.as_bytes(), flags={"\\Seen"}, base=name,
-                                   internaldate=int(now.timestamp()))
+        shown.append(Delivery(data=mail.as_bytes(), flags=frozenset({"\\Seen"}), base=name,
+                              internaldate=int(now.timestamp())))
         self._replaced[run.run] = now
         return {name}, 0.0
 

@@ -15,7 +15,11 @@ from datetime import datetime
 from email.message import EmailMessage
 
 from pizzamail.mail.ids import bracketed
-from pizzamail.mail.parse import parse_bytes
+from pizzamail.mail.parse import POLICY, parse_bytes
+
+_POLICY = email.policy.SMTP.clone(header_factory=POLICY.header_factory)
+"""SMTP's policy (CRLF) with the parser's header factory: a header class made once per name, and
+the values every mail repeats (From, To, the content headers) parsed once"""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -50,7 +54,7 @@ def build_mail(
 ) -> Outgoing:
     """A mail from ``sender`` to ``to``; ``headers`` (X-Pizzamail-Source …) follow the standard ones.
     Without ``date`` it is dated now, in local time."""
-    msg = EmailMessage(policy=email.policy.SMTP)
+    msg = EmailMessage(policy=_POLICY)
     msg["From"] = sender
     msg["To"] = to
     msg["Subject"] = subject

@@ -22,7 +22,8 @@ from pizzamail.errors import FolderError
 from pizzamail.mailbox import maildir
 from pizzamail.mailbox.folders import STANDARD_FOLDERS, check_names
 from pizzamail.mailbox.index import ChangeEvents
-from pizzamail.store import Store
+from pizzamail.mailbox.writing import Delivery
+from pizzamail.store import Store, Tx
 from pizzamail.store import mailindex as index
 from pizzamail.store.mailindex import Counts, Folder, MailRow, NewMail, Outline, Structures
 
@@ -241,53 +242,60 @@ class Mailbox:
 
     # -- changes -----------------------------------------------------------------------------
 
-    @_whole
     async def deliver(
         self, folder: Folder, data: bytes, *, flags: Iterable[str] = (),
         base: str | None = None, internaldate: int | None = None,
         message_ref: int | None = None,
     ) -> int:
-        """Add a message: atomic file write, then its index row. Returns its UID.
+        """Add a message: atomic file write, then its index row. Returns its UID. See
+        :meth:`deliver_each`."""
+        mail = Delivery(data=data, flags=frozenset(flags), base=base, internaldate=internaldate,
+                        message_ref=message_ref)
+        [uid] = await self.deliver_each(folder, [mail])
+        return uid
+
+    @_whole
+    async def deliver_each(self, folder: Folder, mails: Sequence[Delivery]) -> list[int]:
+        """Add messages: their files written in one trip to the worker thread (fsynced side by side,
+        each directory once), then their index rows in one transaction. Returns their UIDs.
 
         With a deterministic ``base`` delivery is idempotent: a file already there (a crash
         between the rename and the commit) is indexed instead of written twice, and one that
         :meth:`reconcile` indexed at start-up, not knowing whose it was, is linked to
         ``message_ref``, which counts as filed.
         """
-        data = maildir.to_crlf(data)
-        stamp = internaldate or int(time.time())
-        flag_set = set(flags)
-        named = base is not None
-        if base is not None:
-            uid = await index.uid_named(self.store, folder.id, base)
-            if uid is not None:
-                await self._link(folder, uid, message_ref)
-                return uid
-        base = base or maildir.unique_base()
-        subdir, cached = await asyncio.to_thread(self._write, folder, base, data, stamp, flag_set, named)
-        new = NewMail(name=base, subdir=subdir, size=len(data), internaldate=stamp, flags=frozenset(flag_set),
-                      cached=cached)
-        async with self.store.write() as db:
-            [uid] = await index.add_mail(db, folder.id, [new], message_ref=message_ref)
-        self._changes.changed(folder.id)
-        return uid
+        named = [mail.base for mail in mails if mail.base is not None]
+        known = await index.uids_named(self.store, folder.id, named) if named else {}
+        fresh = [(mail, mail.base or maildir.unique_base()) for mail in mails if mail.base not in known]
+        links = [(known[mail.base], mail.message_ref) for mail in mails
+                 if mail.base in known and mail.message_ref is not None]
+        news = await asyncio.to_thread(self._write_all, folder, fresh) if fresh else []
 
-    def _write(
-        self, folder: Folder, base: str, data: bytes, stamp: int, flags: set[str], named: bool,
-    ) -> tuple[str, Structures]:
-        """The file written (unless a ``named`` one is there already: a crash came before its
-        index row) and what the index caches of it: one trip to the worker thread, on the way of
-        every task and reply to IDLE."""
-        existing = maildir.written(self.path(folder), base, flags) if named else None
-        subdir = existing if existing is not None else maildir.write_atomic(
-            self.path(folder), base, data, stamp, flags)
-        return subdir, self.describe(data) if self.describe is not None else Structures()
+        async def record(db: Tx) -> list[int]:
+            for uid, message_ref in links:
+                await index.link_mail(db, folder.id, uid, message_ref)
+            return await index.add_mail(db, folder.id, news) if news else []
 
-    async def _link(self, folder: Folder, uid: int, message_ref: int | None) -> None:
-        if message_ref is None:
-            return
-        async with self.store.write() as db:
-            await index.link_mail(db, folder.id, uid, message_ref)
+        # at once: the deliveries of a busy runner (tasks, replies, the board) share commits
+        added = iter(await self.store.write_at_once(record) if news or links else [])
+        if news:
+            self._changes.changed(folder.id)
+        return [known[mail.base] if mail.base in known else next(added) for mail in mails]
+
+    def _write_all(self, folder: Folder, fresh: list[tuple[Delivery, str]]) -> list[NewMail]:
+        """The files written (except a named one already there: a crash came before its index row)
+        and what the index caches of them: one trip to the worker thread, on the way of every task
+        and reply to IDLE."""
+        path = self.path(folder)
+        mails = [(base, maildir.to_crlf(mail.data), mail.internaldate or int(time.time()), set(mail.flags))
+                 for mail, base in fresh]
+        there = [maildir.written(path, base, flags) if mail.base is not None else None
+                 for (mail, _), (base, _, _, flags) in zip(fresh, mails, strict=True)]
+        written = iter(maildir.write_all(path, [m for m, at in zip(mails, there, strict=True) if at is None]))
+        return [NewMail(name=base, subdir=found or next(written), size=len(data), internaldate=stamp,
+                        flags=frozenset(flags), message_ref=mail.message_ref,
+                        cached=self.describe(data) if self.describe is not None else Structures())
+                for (mail, _), (base, data, stamp, flags), found in zip(fresh, mails, there, strict=True)]
 
     async def set_flags(self, folder: Folder, changes: dict[int, set[str]]) -> int:
         """Replace the flags of several messages (uid -> new flags). Returns the new modseq."""

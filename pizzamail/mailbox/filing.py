@@ -15,21 +15,35 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from pizzamail.mailbox.maildir import message_base
-from pizzamail.mailbox.writing import MailFolders
+from pizzamail.mailbox.writing import Delivery, MailFolders
 from pizzamail.store.blobs import BlobStore
-from pizzamail.store.mailindex import unfiled
+from pizzamail.store.mailindex import Unfiled, unfiled
 
 
 async def file_pending(mailbox: MailFolders, blobs: BlobStore) -> int:
-    """File every unfiled message; returns how many were filed."""
+    """File every unfiled message, up to :data:`AT_ONCE` of a folder in one delivery; returns how many
+    were filed."""
     rows = await unfiled(mailbox.store)
+    by_folder: dict[str, list[Unfiled]] = {}
     for row in rows:
-        folder = await mailbox.folder(row.folder) or await mailbox.create_folder(row.folder)
-        created = created_stamp(row.created_at)
-        data = await blobs.load(row.blob)
-        await mailbox.deliver(folder, data, flags=row.flags, base=message_base(row.id, created),
-                              internaldate=created, message_ref=row.id)
+        by_folder.setdefault(row.folder, []).append(row)
+    for name, waiting in by_folder.items():
+        folder = await mailbox.folder(name) or await mailbox.create_folder(name)
+        for start in range(0, len(waiting), AT_ONCE):
+            await mailbox.deliver_each(folder, [await _delivery(row, blobs)
+                                                for row in waiting[start:start + AT_ONCE]])
     return len(rows)
+
+
+AT_ONCE = 64
+"""messages filed in one delivery (one trip to write their files, one commit); a start after a
+long time away may find thousands unfiled, whose bytes need not all be in memory at once"""
+
+
+async def _delivery(row: Unfiled, blobs: BlobStore) -> Delivery:
+    created = created_stamp(row.created_at)
+    return Delivery(data=await blobs.load(row.blob), flags=row.flags, base=message_base(row.id, created),
+                    internaldate=created, message_ref=row.id)
 
 
 def created_stamp(created_at: str) -> int:

@@ -12,6 +12,8 @@ import shutil
 import time
 from pathlib import Path
 
+from pizzamail.home import fsync_path, side_by_side
+
 SUBDIRS = ("tmp", "new", "cur")
 
 # System flags that Maildir spells as letters in the file name (the "2," info section).
@@ -90,7 +92,23 @@ def file_name(base: str, subdir: str, flags: set[str]) -> str:
 def write_atomic(folder: Path, base: str, data: bytes, mtime: int, flags: set[str]) -> str:
     """Write into ``tmp/``, fsync, then rename into ``new/`` (or ``cur/`` when flags are set):
     readers never see half a file. Returns the subdir it landed in."""
-    tmp = folder / "tmp" / base
+    return write_all(folder, [(base, data, mtime, flags)])[0]
+
+
+def write_all(folder: Path, mails: list[tuple[str, bytes, int, set[str]]]) -> list[str]:
+    """:func:`write_atomic` of several (base, data, mtime, flags) in one go: every file written into
+    ``tmp/``, all fsynced side by side, renamed into place, then each subdir that got a name fsynced
+    once. Returns the subdir of each."""
+    side_by_side(_written_tmp, [(folder / "tmp" / base, data, mtime) for base, data, mtime, _ in mails])
+    subdirs = ["cur" if set(flags) & set(FLAG_LETTERS) else "new" for *_, flags in mails]
+    for (base, _, _, flags), subdir in zip(mails, subdirs, strict=True):
+        os.rename(folder / "tmp" / base, folder / subdir / file_name(base, subdir, flags))
+    side_by_side(fsync_path, [folder / subdir for subdir in sorted(set(subdirs))])
+    return subdirs
+
+
+def _written_tmp(mail: tuple[Path, bytes, int]) -> None:
+    tmp, data, mtime = mail
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     try:
         os.write(fd, data)
@@ -98,14 +116,6 @@ def write_atomic(folder: Path, base: str, data: bytes, mtime: int, flags: set[st
     finally:
         os.close(fd)
     os.utime(tmp, (mtime, mtime))
-    subdir = "cur" if set(flags) & set(FLAG_LETTERS) else "new"
-    os.rename(tmp, folder / subdir / file_name(base, subdir, flags))
-    dir_fd = os.open(folder / subdir, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
-    return subdir
 
 
 def rename_all(moves: list[tuple[Path, Path]]) -> None:

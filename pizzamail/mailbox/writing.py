@@ -9,6 +9,7 @@ already there, so a writer that crashed between its delivery and its record simp
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import Protocol
 
 from pizzamail.store import Store
@@ -23,6 +24,17 @@ class PlacedMail(Protocol):
 
     @property
     def name(self) -> str: ...
+
+
+@dataclass(frozen=True, kw_only=True)
+class Delivery:
+    """One mail of :meth:`MailFolders.deliver_each` (the arguments of :meth:`MailFolders.deliver`)."""
+
+    data: bytes
+    flags: frozenset[str] = frozenset()
+    base: str | None = None
+    internaldate: int | None = None
+    message_ref: int | None = None
 
 
 class MailFolders(Protocol):
@@ -45,6 +57,11 @@ class MailFolders(Protocol):
     ) -> int:
         """Put ``data`` into ``folder`` under the name ``base`` at most once; returns its UID.
         ``message_ref``: the mail is the copy of that stored message, which then counts as filed."""
+        ...
+
+    async def deliver_each(self, folder: Folder, mails: Sequence[Delivery]) -> list[int]:
+        """:meth:`deliver` of several mails into ``folder``, in one go where the mailbox can (the
+        Maildir: one trip to write the files, one commit); returns their UIDs."""
         ...
 
     async def expunge(self, folder: Folder, uids: Iterable[int]) -> list[int]:

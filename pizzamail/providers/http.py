@@ -39,9 +39,18 @@ RETRY_STATUSES = frozenset({408, 429}) | frozenset(range(500, 600))
 @functools.cache
 def tls_context() -> ssl.SSLContext:
     """The one TLS context of every provider's client (httpx's default: the CA bundle, or
-    $SSL_CERT_FILE). A run makes a new client; a new context each time would load the CA bundle
-    again, tens of milliseconds on the event loop before every run's first model request."""
+    $SSL_CERT_FILE). A new context for each client would load the CA bundle again, tens of
+    milliseconds on the event loop."""
     return httpx.create_ssl_context()
+
+
+def new_client() -> httpx.AsyncClient:
+    """A client for any provider: each request says where it goes, with which headers and patience.
+    A runner keeps one for all its runs (a new client and connection per run cost more CPU than
+    the request); close it with ``aclose``. No cap on connections: the runner's concurrency is the
+    cap (httpx's default of 100 would hold back runs beyond it, each waiting for the model)."""
+    return httpx.AsyncClient(verify=tls_context(),
+                             limits=httpx.Limits(max_connections=None, max_keepalive_connections=100))
 
 
 class ContextTooLong(ProviderError):
@@ -66,13 +75,16 @@ class JsonEndpoint:
     """the keyring entry named in the 401 hint (default: ``name``)"""
     wire: str = "JSON"
     """the wire format's name in error messages (``Chat Completions``, ``Messages``)"""
+    shared: httpx.AsyncClient | None = None
+    """the runner's one client, whose connections every run reuses (its owner closes it); None: the
+    endpoint opens a client of its own"""
     _client: httpx.AsyncClient | None = field(default=None, repr=False)
 
     def _http(self) -> httpx.AsyncClient:
+        if self.shared is not None:
+            return self.shared
         if self._client is None:
-            self._client = httpx.AsyncClient(base_url=self.base_url.rstrip("/") + "/", headers=self.headers,
-                                             auth=self.auth, timeout=httpx.Timeout(self.timeout),
-                                             verify=tls_context())
+            self._client = new_client()
         return self._client
 
     async def aclose(self) -> None:
@@ -86,7 +98,9 @@ class JsonEndpoint:
         for attempt in range(attempts):
             last = attempt == attempts - 1
             try:
-                reply = await self._http().post(path, json=payload)
+                reply = await self._http().post(
+                    f"{self.base_url.rstrip('/')}/{path.lstrip('/')}", json=payload, headers=self.headers,
+                    auth=self.auth or httpx.USE_CLIENT_DEFAULT, timeout=httpx.Timeout(self.timeout))
             except httpx.TransportError as exc:
                 problem = f"could not reach {self.base_url} ({type(exc).__name__})"
                 if last:
@@ -148,6 +162,8 @@ class HttpProvider:
     supports_tools: bool = True
     vision: bool = True
     """the model takes images (``[providers.NAME] vision``); else it reads a line about each"""
+    http: httpx.AsyncClient | None = None
+    """a client shared with other providers (:attr:`JsonEndpoint.shared`)"""
     _endpoint: JsonEndpoint | None = field(default=None, repr=False)
 
     #: the wire format's name in error messages
@@ -168,7 +184,7 @@ class HttpProvider:
             self._endpoint = JsonEndpoint(
                 name=self.name, base_url=self.base_url, model=self.model, headers=self.request_headers(),
                 auth=self.request_auth(), timeout=self.timeout, max_retries=self.max_retries,
-                sleep=self.sleep, key_entry=self.key_entry, wire=self.wire,
+                sleep=self.sleep, key_entry=self.key_entry, wire=self.wire, shared=self.http,
             )
         return self._endpoint
 

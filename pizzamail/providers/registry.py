@@ -18,6 +18,8 @@ import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import httpx
+
 from pizzamail.config import Config, ProviderSettings
 from pizzamail.errors import ConfigError, ProviderNotConfigured, SecretMissing
 from pizzamail.providers import bedrock, local
@@ -36,6 +38,8 @@ class ProviderArgs:
     settings: ProviderSettings
     api_key: str
     sleep: Sleep = asyncio.sleep
+    http: httpx.AsyncClient | None = None
+    """a client to share (a runner's, for all its runs); None: the provider opens its own"""
 
 
 ProviderKind = Callable[[ProviderArgs], Provider]
@@ -52,7 +56,7 @@ def _openai(args: ProviderArgs) -> Provider:
     return OpenAIProvider(
         name=args.name, base_url=args.settings.base_url, model=args.model, api_key=args.api_key,
         timeout=args.settings.timeout, max_retries=args.settings.max_retries, sleep=args.sleep,
-        key_entry=args.settings.key or args.name, vision=args.settings.vision,
+        key_entry=args.settings.key or args.name, vision=args.settings.vision, http=args.http,
     )
 
 
@@ -61,7 +65,7 @@ def _anthropic(args: ProviderArgs) -> Provider:
         name=args.name, base_url=args.settings.base_url, model=args.model, api_key=args.api_key,
         timeout=args.settings.timeout, max_retries=args.settings.max_retries,
         max_tokens=args.settings.max_tokens, sleep=args.sleep, key_entry=args.settings.key or args.name,
-        vision=args.settings.vision,
+        vision=args.settings.vision, http=args.http,
     )
 
 
@@ -72,7 +76,7 @@ def _bedrock(args: ProviderArgs) -> Provider:
         name=args.name, base_url=args.settings.base_url or bedrock.base_url_for(region), model=args.model,
         headers=headers, auth=auth, timeout=args.settings.timeout, max_retries=args.settings.max_retries,
         max_tokens=args.settings.max_tokens, sleep=args.sleep, key_entry=args.settings.key or args.name,
-        vision=args.settings.vision,
+        vision=args.settings.vision, http=args.http,
     )
 
 
@@ -96,24 +100,26 @@ def check_kinds(config: Config) -> None:
 
 
 def select_provider(config: Config, secrets: SecretStore, *, sleep: Sleep = asyncio.sleep,
-                    offline: Callable[[], bool] = local.available) -> Provider:
+                    offline: Callable[[], bool] = local.available, http: httpx.AsyncClient | None = None,
+                    ) -> Provider:
     """:func:`provider_for`, except that when it is not configured (no key, unknown name) and the
     embedded model is installed (and ``[agent] offline_model`` allows it), the embedded model answers,
     with a notice under each reply saying how to set up the configured provider."""
     try:
-        return provider_for(config, secrets, sleep=sleep)
+        return provider_for(config, secrets, sleep=sleep, http=http)
     except ProviderNotConfigured as exc:
         if not (config.agent.offline_model and offline()):
             raise
         return local.LocalProvider(notice=local.offline_notice(exc.hint or exc.message))
 
 
-def provider_for(config: Config, secrets: SecretStore, *, sleep: Sleep = asyncio.sleep) -> Provider:
+def provider_for(config: Config, secrets: SecretStore, *, sleep: Sleep = asyncio.sleep,
+                 http: httpx.AsyncClient | None = None) -> Provider:
     """The provider for ``config.agent.model``; raises :class:`ProviderNotConfigured`."""
     name, _, model = config.agent.model.partition(":")
     settings, kind = _resolve(config)
     key = _api_key(name, config.agent.model, settings, secrets)
-    return kind(ProviderArgs(name=name, model=model, settings=settings, api_key=key, sleep=sleep))
+    return kind(ProviderArgs(name=name, model=model, settings=settings, api_key=key, sleep=sleep, http=http))
 
 
 def _resolve(config: Config) -> tuple[ProviderSettings, ProviderKind]:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import ssl
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from email.parser import BytesHeaderParser
@@ -25,6 +25,7 @@ from typing import TypeVar
 
 from pizzamail.account.session import AccountError, FolderStatus, ImapSession
 from pizzamail.config import ImapAccountSettings
+from pizzamail.mailbox.writing import Delivery
 from pizzamail.remote.account import mailbox_account
 from pizzamail.store import Store
 from pizzamail.store.mailindex import Folder
@@ -126,6 +127,12 @@ class RemoteMailbox:
                 session, folder, data, flags=list(flags), when=when, message_id=message_id))
         await place(self.store, folder.id, name, uid, message_ref=message_ref)
         return uid
+
+    async def deliver_each(self, folder: Folder, mails: Sequence[Delivery]) -> list[int]:
+        """One by one: each APPEND is checked for and written down on its own."""
+        return [await self.deliver(folder, mail.data, flags=mail.flags, base=mail.base,
+                                   internaldate=mail.internaldate, message_ref=mail.message_ref)
+                for mail in mails]
 
     async def expunge(self, folder: Folder, uids: Iterable[int]) -> list[int]:
         """Only pizzamail's own mails go; any other UID is left alone."""

@@ -3,10 +3,11 @@
 One task claims for the whole runner, however large its concurrency: it looks at the queue when
 woken (``wake()``: a :class:`~pizzamail.store.events.RunQueued` of this process, a run that ended, a
 run that stopped running alone) and, as a fallback for runs queued by another process that publishes
-nothing here (``pizzamail task`` on SQLite), every ``poll_interval`` seconds. It claims runs one by one
-until the queue is empty or every place is taken, so an idle runner costs one wake-up per
-``poll_interval``, not one per place, and a run queued here is claimed the moment its commit is
-published. Each claimed run gets a task of its own, which ends with the run.
+nothing here (``pizzamail task`` on SQLite), every ``poll_interval`` seconds. It claims as many
+queued runs as there are free places in one claim, until the queue is empty or every place is
+taken, so an idle runner costs one wake-up per ``poll_interval``, not one per place, a burst of
+runs costs a claim or two, not one each, and a run queued here is claimed the moment its commit
+is published. Each claimed run gets a task of its own, which ends with the run.
 """
 
 from __future__ import annotations
@@ -38,9 +39,9 @@ def _embedded(config: Config, secrets: SecretStore) -> bool:
 
 @dataclass(kw_only=True)
 class Dispatcher:
-    claim: Callable[[], Awaitable[Run | None]]
-    """claims the next run this runner may start now, or None (nothing queued, or nothing may start
-    beside a run that runs alone); never raises"""
+    claim: Callable[[int], Awaitable[list[Run]]]
+    """claims at most that many runs this runner may start now, oldest first; none when nothing is
+    queued or nothing may start beside a run that runs alone; never raises"""
     work: Callable[[Run], Coroutine[Any, Any, None]]
     """works a claimed run to its end, in the run's own task (ended early only by the runner's
     ``stop()``)"""
@@ -89,12 +90,13 @@ class Dispatcher:
     async def _fill(self) -> None:
         """Claim runs until none is left or every place is taken."""
         while not self._stopping and len(self._runs) < self.capacity:
-            run = await self.claim()
-            if run is None:
+            runs = await self.claim(self.capacity - len(self._runs))
+            if not runs:
                 return
-            task = asyncio.create_task(self.work(run), name=f"pizzamail-run-{run.id}")
-            self._runs.add(task)
-            task.add_done_callback(self._ended)
+            for run in runs:
+                task = asyncio.create_task(self.work(run), name=f"pizzamail-run-{run.id}")
+                self._runs.add(task)
+                task.add_done_callback(self._ended)
 
     def _ended(self, task: asyncio.Task[None]) -> None:
         self._runs.discard(task)

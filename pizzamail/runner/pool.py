@@ -29,13 +29,13 @@ from pizzamail.errors import LeaseLost, PizzamailError, ProviderNotConfigured, R
 from pizzamail.logs import in_run
 from pizzamail.mailbox.filing import Filer
 from pizzamail.mailbox.writing import MailFolders
-from pizzamail.providers.registry import select_provider
 from pizzamail.providers.types import Message, Provider, Response, ToolCall
 from pizzamail.runner.delegation import Delegation
 from pizzamail.runner.dispatch import Dispatcher, runs_at_once
 from pizzamail.runner.history import RunContext, history, load_context
 from pizzamail.runner.limits import Limits, run_notes, unavailable_notes, usage_of
 from pizzamail.runner.loop import Delegating, drive
+from pizzamail.runner.models import Models
 from pizzamail.runner.outcome import conclude
 from pizzamail.runner.stops import Heartbeat, StopWatch
 from pizzamail.runner.workspace import attachments
@@ -44,7 +44,7 @@ from pizzamail.store import Store
 from pizzamail.store.actions import HeldAction
 from pizzamail.store.blobs import BlobStore
 from pizzamail.store.events import Resync, RunQueued, StopRequested
-from pizzamail.store.leases import claim_next, new_worker_id, reclaim_expired
+from pizzamail.store.leases import claim_runs, new_worker_id, reclaim_expired
 from pizzamail.store.mailwriter import message_row
 from pizzamail.store.memory import relevant_notes
 from pizzamail.store.runfiles import Workspaces
@@ -126,7 +126,7 @@ class Runner:
     _alone: int | None = field(default=None, init=False)  # a run a crash cut off: nothing runs beside it
     _outcomes: dict[int, str] = field(default_factory=dict, init=False)
     _finished: dict[int, asyncio.Event] = field(default_factory=dict, init=False)
-    _new_provider: Callable[[str], Provider] = field(init=False, repr=False)
+    _models: Models = field(init=False, repr=False)
     _mails: Composer = field(init=False, repr=False)
     _filer: Filer | None = field(init=False, repr=False)
     _unsubscribe: list[Callable[[], None]] = field(default_factory=list, init=False, repr=False)
@@ -135,15 +135,7 @@ class Runner:
     _delegation: Delegation = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        if self.provider_factory is not None:
-            factory = self.provider_factory
-            self._new_provider = lambda model: factory()
-        elif self.secrets is not None:
-            config, secrets = self.config, self.secrets
-            self._new_provider = lambda model: select_provider(
-                replace(config, agent=replace(config.agent, model=model)), secrets)
-        else:
-            raise TypeError("Runner needs a provider_factory or a SecretStore (secrets=...)")
+        self._models = Models(config=self.config, factory=self.provider_factory, secrets=self.secrets)
         self._mails = self.composer or Composer(config=self.config)
         own = Filer(mailbox=self.mailbox, blobs=self.blobs) if self.mailbox is not None else None
         self._filer = self.filer or own
@@ -201,6 +193,7 @@ class Runner:
             await self._dispatcher.stop()
             self._dispatcher = None
         await asyncio.gather(*self._filing)
+        await self._models.aclose()
         if self._heartbeat is not None:
             await self._heartbeat.__aexit__(None, None, None)
             self._heartbeat = None
@@ -347,27 +340,29 @@ class Runner:
         finally:
             self._cancellable.discard(task)
 
-    async def _claim(self) -> Run | None:
-        """The next run to work on. A run a crash cut off runs alone until it gets further, so a run
-        that crashes the process every time takes only itself down, and only its own crashes
-        count against it (:func:`claim_next`). Only the dispatcher claims: one claim at a time."""
+    async def _claim(self, room: int) -> list[Run]:
+        """Up to ``room`` runs to work on now. A run a crash cut off runs alone until it gets further,
+        so a run that crashes the process every time takes only itself down, and only its own crashes
+        count against it (:func:`claim_runs`): an idle runner claims one run first, and the rest of a
+        burst once it knows that one may have company. Only the dispatcher claims: one claim at a
+        time."""
         if self._alone is not None:
-            return None
+            return []
         try:
             # most looks find nothing (the poll, the look after each run): they need not write
             if not await any_queued(self.store):
-                return None
-            run = await claim_next(self.store, exclude_threads=set(self._busy.values()),
-                                   busy=bool(self._busy), worker=self.worker,
-                                   lease_seconds=self.config.store.lease_seconds)
+                return []
+            runs = await claim_runs(self.store, limit=room if self._busy else 1,
+                                    exclude_threads=set(self._busy.values()), busy=bool(self._busy),
+                                    worker=self.worker, lease_seconds=self.config.store.lease_seconds)
         except Exception:  # the database may be busy or broken: keep the runner, look again later
             log.exception("could not look for queued runs")
-            return None
-        if run is not None:
+            return []
+        for run in runs:
             self._busy[run.id] = run.thread_id
             if run.crashes:
                 self._alone = run.id
-        return run
+        return runs
 
     def _not_alone(self, run_id: int) -> None:
         """``run_id`` got further than the last crash, or ended: other runs may start beside it."""
@@ -452,7 +447,7 @@ class Runner:
         if waiting is not None:
             return waiting
         await self._delegation.settle(run, transcript)
-        provider = self._new_provider(run.model or agent.model)
+        provider = self._models.provider(run.model or agent.model)
         notice = getattr(provider, "notice", None)
         if notice:
             self._notices[run.id] = str(notice)

@@ -15,14 +15,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Generator, Iterable
+from collections.abc import AsyncIterator, Callable, Coroutine, Generator, Iterable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar, cast
 
 from pizzamail.errors import TransactionLost
+from pizzamail.store.commit import GroupCommit, Outcome, to_the_end
 from pizzamail.store.events import CommitEvent, Events, collecting, dropped_on_error
 from pizzamail.store.sql import SQLITE
 
@@ -87,6 +88,11 @@ class Backend(Protocol):
 
     async def announce(self, tx: Tx, changes: list[CommitEvent]) -> None: ...
 
+    async def at_once(self, works: list[Work[Any]]) -> tuple[list[Outcome], list[CommitEvent]]:
+        """A batch of :meth:`Store.write_at_once`: ``works`` in one transaction, each in a savepoint;
+        their outcomes and the events of those that succeeded (see :func:`in_savepoints`)."""
+        ...
+
     async def fetchall(self, sql: str, params: tuple[Any, ...]) -> list[Row]: ...
 
     async def write_alone(self, sql: str, params: tuple[Any, ...]) -> None: ...
@@ -108,6 +114,7 @@ class Store:
     """commit events: subscribe here to follow what committed transactions change"""
     _backend: Backend | None = None
     _lock: WriteLock = field(default_factory=lambda: WriteLock())
+    _group: GroupCommit | None = None
 
     @property
     def dialect(self) -> str:
@@ -137,6 +144,7 @@ class Store:
         if self._backend is not None:
             await self._backend.close()
         self._backend = None
+        self._group = None
 
     async def __aenter__(self) -> Store:
         return await self.open()
@@ -173,7 +181,7 @@ class Store:
                 try:
                     yield tx
                 except BaseException:
-                    await _finish(tx.rollback())
+                    await to_the_end(tx.rollback())
                     raise
                 await self._commit(backend, tx, changes)
 
@@ -192,30 +200,24 @@ class Store:
                 self.events.publish(changes)
 
         commit.add_done_callback(committed)
-        await _finish(commit)
+        await to_the_end(commit)
 
-    async def write_at_once(self, work: Work[T], *, priority: bool = False) -> T:
-        """``await work(db)`` in one write transaction, as :meth:`write` does, for work that awaits
-        nothing but its statements. On SQLite it runs on the writer's thread in one step: each
-        statement awaited on its own is a hop to that thread and back, which costs more than the
-        statement (and waits for the event loop's turn); elsewhere it is :meth:`write`."""
-        backend = self._open_backend()
-        if backend.dialect != SQLITE:
-            async with self.write(priority=priority) as db:
+    async def write_at_once(self, work: Work[T], *, priority: bool = False, serial: bool = True) -> T:
+        """``await work(db)`` in a write transaction, as :meth:`write` does, for work that awaits
+        nothing but its statements. The works that come in while one batch is written share the
+        next transaction and commit, each in a savepoint of its own (:mod:`pizzamail.store.commit`).
+        On SQLite a batch runs on the writer's thread in one step: each statement awaited on its
+        own is a hop to that thread and back, which costs more than the statement (and waits for
+        the event loop's turn). ``serial=False`` is :meth:`write`'s (PostgreSQL: beside the
+        serialised writes, never batched with them; SQLite ignores it)."""
+        if not serial and self.dialect != SQLITE:
+            async with self.write(serial=False) as db:
                 return await work(db)
-        from pizzamail.store.sqlite import SqliteBackend
-        assert isinstance(backend, SqliteBackend)
-        async with self._lock.held(priority=priority):
-            done = asyncio.ensure_future(backend.at_once(work))
-
-            def committed(done: asyncio.Future[tuple[T, list[CommitEvent]]]) -> None:
-                # published even when the caller is cancelled meanwhile: the commit happened
-                if not done.cancelled() and done.exception() is None:
-                    self.events.publish(done.result()[1])
-
-            done.add_done_callback(committed)
-            await _finish(done)
-        return done.result()[0]
+        if self._group is None:
+            self._group = GroupCommit(batch=self._open_backend().at_once,
+                                      publish=lambda events: self.events.publish(events),
+                                      turn=lambda first: self._lock.held(priority=first))
+        return cast(T, await self._group.write(work, priority=priority))
 
     async def fetchall(self, sql: str, params: Iterable[Any] = ()) -> list[Row]:
         """All rows of one query, read to the end in one step (never a statement left half-read,
@@ -330,11 +332,27 @@ async def insert(db: Tx, sql: str, params: Iterable[Any]) -> int:
     return new
 
 
-async def _finish(step: Awaitable[Any]) -> None:
-    """Await ``step`` to its end even when cancelled meanwhile; the cancellation is raised after."""
-    future = asyncio.ensure_future(step)
+async def in_savepoints(backend: Backend, works: list[Work[Any]]) -> tuple[list[Outcome], list[CommitEvent]]:
+    """``works`` in one transaction of ``backend``, each in a savepoint: one that raises is rolled
+    back alone and its exception is its outcome. Raises (nothing committed) when the transaction
+    as a whole failed. The caller holds the write lock."""
+    async with backend.transaction() as tx:
+        with collecting(tx) as changes:
+            try:
+                outcomes = [await _outcome(tx, work) for work in works]
+                await backend.announce(tx, changes)
+                await tx.commit()
+            except BaseException:
+                await to_the_end(tx.rollback())
+                raise
+    return outcomes, changes
+
+
+async def _outcome(db: Tx, work: Work[Any]) -> Outcome:
     try:
-        await asyncio.shield(future)
-    except asyncio.CancelledError:
-        await asyncio.wait([future])
+        async with savepoint(db, "work"):  # not ``part``, which a work may use for its own parts
+            return True, await work(db)
+    except TransactionLost:
         raise
+    except Exception as failed:
+        return False, failed

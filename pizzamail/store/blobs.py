@@ -17,17 +17,13 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import os
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from collections import OrderedDict
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol, TypeVar
+from typing import Protocol
 
-from pizzamail.home import write_private
+from pizzamail.home import fsync_path, side_by_side, write_private
 from pizzamail.store import Store, Tx, on_writer_thread
-
-A = TypeVar("A")
 
 IN_TABLE = 1 << 20
 """the largest blob :meth:`SqliteBlobs.save_in` keeps in the table (SQLite reads blobs of up to
@@ -83,8 +79,8 @@ class FileBlobs:
         made = [folder for folder in folders if not folder.exists()]
         for folder in made:
             folder.mkdir(mode=0o700, exist_ok=True)
-        _each(_placed, list(fresh.items()))
-        _each(_fsync_folder, [*folders, *([self.root] if made else [])])
+        side_by_side(_placed, list(fresh.items()))
+        side_by_side(fsync_path, [*folders, *([self.root] if made else [])])
         return digests
 
     async def save(self, data: bytes) -> Blob:
@@ -106,17 +102,6 @@ class FileBlobs:
         return await asyncio.to_thread(self.get, digest)
 
 
-_SYNCING = ThreadPoolExecutor(max_workers=16, thread_name_prefix="pizzamail-fsync")
-"""where the fsyncs of one batch of blobs run side by side"""
-
-
-def _each(step: Callable[[A], object], items: list[A]) -> None:
-    if len(items) == 1:
-        step(items[0])
-    else:
-        list(_SYNCING.map(step, items))
-
-
 def _blobs(digests: list[str], datas: list[bytes]) -> list[Blob]:
     return [Blob(digest=digest, size=len(data)) for digest, data in zip(digests, datas, strict=True)]
 
@@ -126,20 +111,38 @@ def _placed(new: tuple[Path, bytes]) -> None:
     write_private(*new)
 
 
-def _fsync_folder(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 _INSERT = "INSERT INTO blobs(digest, data) VALUES (?, ?) ON CONFLICT (digest) DO NOTHING"
+
+
+@dataclass(kw_only=True)
+class Recent:
+    """The blobs loaded last, by digest. A task's mail is read by its filing, its run's history and
+    its reply within moments; a digest's bytes never change, so a kept copy is never stale."""
+
+    budget: int = 8 << 20
+    """bytes kept at most; a blob over an eighth of it is not kept"""
+    _kept: OrderedDict[str, bytes] = field(default_factory=OrderedDict)
+    _size: int = 0
+
+    def get(self, digest: str) -> bytes | None:
+        data = self._kept.get(digest)
+        if data is not None:
+            self._kept.move_to_end(digest)
+        return data
+
+    def keep(self, digest: str, data: bytes) -> bytes:
+        if len(data) <= self.budget // 8 and digest not in self._kept:
+            self._kept[digest] = data
+            self._size += len(data)
+            while self._size > self.budget:
+                self._size -= len(self._kept.popitem(last=False)[1])
+        return data
 
 
 @dataclass(frozen=True, kw_only=True)
 class StoredBlobs:
     store: Store
+    recent: Recent = field(default_factory=Recent)
 
     async def save(self, data: bytes) -> Blob:
         digest = digest_of(data)
@@ -151,10 +154,12 @@ class StoredBlobs:
         return await _inserted(db, datas)
 
     async def load(self, digest: str) -> bytes:
+        if (kept := self.recent.get(digest)) is not None:
+            return kept
         found = await _row(self.store, digest)
         if found is None:
             raise FileNotFoundError(f"blob {digest} is not in the store")
-        return found
+        return self.recent.keep(digest, found)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -169,6 +174,7 @@ class SqliteBlobs:
 
     files: FileBlobs
     store: Store
+    recent: Recent = field(default_factory=Recent)
 
     async def save(self, data: bytes) -> Blob:
         return await self.files.save(data)
@@ -181,8 +187,10 @@ class SqliteBlobs:
         return [next(kept) if len(data) <= IN_TABLE else next(filed) for data in datas]
 
     async def load(self, digest: str) -> bytes:
+        if (kept := self.recent.get(digest)) is not None:
+            return kept
         found = await _row(self.store, digest)
-        return found if found is not None else await self.files.load(digest)
+        return self.recent.keep(digest, found if found is not None else await self.files.load(digest))
 
 
 async def _inserted(db: Tx, datas: list[bytes]) -> list[Blob]:

@@ -1,6 +1,6 @@
 """Leases on running runs: any number of runners share one queue, and a dead one's runs are taken over.
 
-A runner claims a run with a lease (:func:`claim_next`: ``lease_owner`` is its worker id,
+A runner claims runs with a lease (:func:`claim_runs`: ``lease_owner`` is its worker id,
 ``lease_until`` epoch seconds) and renews the leases of all its runs every third of the lease
 (:func:`renew_leases`). A runner that stops renewing (killed, its machine lost, its loop stuck)
 loses them: any runner's :func:`reclaim_expired` puts them back in the queue, and another takes each
@@ -42,56 +42,74 @@ def lease_end(lease_seconds: float) -> int:
 
 async def claim_next(store: Store, *, exclude_threads: set[int], busy: bool = False,
                      worker: str | None = None, lease_seconds: float = 30.0) -> Run | None:
-    """Mark the oldest queued run as running, leased to ``worker`` for ``lease_seconds``, and
-    return it. Without a ``worker`` the run is nobody's: any runner's start takes it back.
+    """The oldest run :func:`claim_runs` may claim, or None."""
+    runs = await claim_runs(store, limit=1, exclude_threads=exclude_threads, busy=busy, worker=worker,
+                            lease_seconds=lease_seconds)
+    return runs[0] if runs else None
+
+
+async def claim_runs(store: Store, *, limit: int, exclude_threads: set[int], busy: bool = False,
+                     worker: str | None = None, lease_seconds: float = 30.0) -> list[Run]:
+    """Mark up to ``limit`` of the oldest queued runs as running, leased to ``worker`` for
+    ``lease_seconds``, and return them (oldest first). Without a ``worker`` a run is nobody's: any
+    runner's start takes it back. A burst of queued runs is claimed in one statement and one commit,
+    not one each.
 
     Runs of one thread are done in order, one at a time: a thread already being worked on, here
     (``exclude_threads``) or by any other worker (a run of it running or delegating), is skipped, and
-    so is a run whose thread has an older queued run.
+    so is a run whose thread has an older queued run (so one statement never takes two runs of
+    a thread).
     A run a crash cut off (``crashes``) resumes alone, so that if it takes the process down again
     the blame is its own: such runs come first, but only when the caller is not ``busy`` with
-    other runs (and the caller starts no other run beside it).
+    other runs (and the caller starts no other run beside it: claim one, with ``limit=1``, when
+    not busy).
 
     One statement, not serialised with other writes (``serial=False``): on PostgreSQL any number
     of workers claim side by side. That is safe because the statement is the whole decision: FOR
-    UPDATE SKIP LOCKED locks the chosen row (a concurrent claim skips it, never waits), and under
+    UPDATE SKIP LOCKED locks the chosen rows (a concurrent claim skips them, never waits), and under
     READ COMMITTED a row changed by a transaction that committed meanwhile is checked again against
-    ``status = 'queued'`` before it is taken. The serialised writers that read a thread's runs
-    before changing them lock those rows first (:func:`~pizzamail.store.runs.request_stop`); the
-    others change one run in a statement that re-checks its status. A claim never waits for a lock,
-    so it is never part of a deadlock either; the thread's status is set in a transaction of its
-    own for that reason (a writer holding the thread's row may be waiting for this run's).
+    ``status = 'queued'`` before it is taken. The choice is a CTE so that PostgreSQL picks the rows
+    once (a locking CTE is never folded into the update). The serialised writers that read a
+    thread's runs before changing them lock those rows first
+    (:func:`~pizzamail.store.runs.request_stop`); the others change one run in a statement that
+    re-checks its status. A claim never waits for a lock, so it is never part of a deadlock either;
+    the threads' status is set in a transaction of its own for that reason (a writer holding a
+    thread's row may be waiting for this run's).
     """
     crashed = "AND crashes = 0" if busy else ""
     excluded = sorted(exclude_threads)
     others = f"AND thread_id NOT IN ({', '.join('?' * len(excluded))})" if excluded else ""
     until = None if worker is None else lease_end(lease_seconds)
-    async with store.write(serial=False) as db:
+
+    async def claim(db: Tx) -> list[Run]:
         async with db.execute(
-            "UPDATE runs SET status = 'running', attempts = attempts + 1, started_at = ?,"
-            " lease_owner = ?, lease_until = ? WHERE id = (SELECT id FROM runs r WHERE status ="
+            "WITH picked AS (SELECT id FROM runs r WHERE status ="
             f" 'queued' {crashed} {others} AND NOT EXISTS (SELECT 1 FROM runs o WHERE o.thread_id ="
             " r.thread_id AND o.id <> r.id AND (o.status IN ('running', 'delegating')"
             " OR (o.id < r.id AND o.status = 'queued')))"
-            f" ORDER BY crashes = 0, id LIMIT 1{_skip_locked(store)}) RETURNING *",
-            (now(), worker, until, *excluded),
+            f" ORDER BY crashes = 0, id LIMIT ?{_skip_locked(store)})"
+            " UPDATE runs SET status = 'running', attempts = attempts + 1, started_at = ?,"
+            " lease_owner = ?, lease_until = ?"
+            " WHERE id IN (SELECT id FROM picked) AND status = 'queued' RETURNING *",
+            (*excluded, limit, now(), worker, until),
         ) as cursor:
-            row = await cursor.fetchone()
-        if row is None:
-            return None
-        run = Run(**dict(row))
-        record(db, RunChanged(run=run.id, thread=run.thread_id, status="running"))
-        if store.dialect != POSTGRESQL:
-            await _working(db, run)
-    if store.dialect == POSTGRESQL:
-        async with store.write(serial=False) as db:
-            await _working(db, run)
-    return run
+            runs = sorted((Run(**dict(row)) for row in await cursor.fetchall()), key=lambda r: r.id)
+        for run in runs:
+            record(db, RunChanged(run=run.id, thread=run.thread_id, status="running"))
+        if runs and store.dialect != POSTGRESQL:
+            await _working(db, runs)
+        return runs
+
+    runs = await store.write_at_once(claim, serial=False)
+    if runs and store.dialect == POSTGRESQL:
+        await store.write_at_once(lambda db: _working(db, runs), serial=False)
+    return runs
 
 
-async def _working(db: Tx, run: Run) -> None:
-    await db.execute("UPDATE threads SET status = 'working', updated_at = ? WHERE id = ?",
-                     (now(), run.thread_id))
+async def _working(db: Tx, runs: list[Run]) -> None:
+    threads = [run.thread_id for run in runs]
+    await db.execute(f"UPDATE threads SET status = 'working', updated_at = ? WHERE id IN"
+                     f" ({', '.join('?' * len(threads))})", (now(), *threads))
 
 
 async def renew_leases(store: Store, worker: str, lease_seconds: float, run_ids: list[int]) -> None:

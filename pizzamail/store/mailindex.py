@@ -71,6 +71,8 @@ class NewMail:
     internaldate: int
     flags: frozenset[str]
     cached: Structures = field(default_factory=Structures)
+    message_ref: int | None = None
+    """the stored message this file is the copy of (filed once indexed)"""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -246,6 +248,17 @@ async def uid_named(store: Store, folder_id: int, name: str) -> int | None:
     return int(row["uid"]) if row else None
 
 
+async def uids_named(store: Store, folder_id: int, names: list[str]) -> dict[str, int]:
+    """The UIDs of those names that are indexed in the folder."""
+    found: dict[str, int] = {}
+    for start in range(0, len(names), _CHUNK):
+        chunk = names[start:start + _CHUNK]
+        rows = await store.fetchall(f"SELECT name, uid FROM mail WHERE folder_id = ? AND name IN"
+                                    f" ({', '.join('?' * len(chunk))})", (folder_id, *chunk))
+        found.update((str(r["name"]), int(r["uid"])) for r in rows)
+    return found
+
+
 async def count_through(store: Store, folder_id: int, uid: int) -> int:
     """How many messages of the folder have a UID up to ``uid``."""
     row = await store.fetchone("SELECT count(*) AS n FROM mail WHERE folder_id = ? AND uid <= ?",
@@ -365,11 +378,9 @@ async def locked_mail(db: Tx, folder_id: int, uids: Iterable[int]) -> list[MailR
     return rows
 
 
-async def add_mail(
-    db: Tx, folder_id: int, files: list[NewMail], *, message_ref: int | None = None,
-) -> list[int]:
-    """Index files under one new modseq with a block of consecutive UIDs; returns the UIDs.
-    ``message_ref`` (one file only) links it to its stored message, which counts as filed."""
+async def add_mail(db: Tx, folder_id: int, files: list[NewMail]) -> list[int]:
+    """Index files under one new modseq with a block of consecutive UIDs; returns the UIDs. A file
+    that is the copy of a stored message (``message_ref``) is linked to it, which counts as filed."""
     modseq = await bump_modseq(db, folder_id)
     first = await _one(db, "SELECT uidnext FROM folders WHERE id = ?", (folder_id,))
     await db.execute("UPDATE folders SET uidnext = uidnext + ? WHERE id = ?", (len(files), folder_id))
@@ -377,11 +388,10 @@ async def add_mail(
         "INSERT INTO mail(folder_id, uid, name, subdir, size, internaldate, flags, modseq, message_ref,"
         " headers, envelope, bodystructure) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         [(folder_id, first + n, f.name, f.subdir, f.size, f.internaldate, flags_text(f.flags), modseq,
-          message_ref, f.cached.headers, f.cached.envelope, f.cached.bodystructure)
+          f.message_ref, f.cached.headers, f.cached.envelope, f.cached.bodystructure)
          for n, f in enumerate(files)],
     )
-    if message_ref is not None:
-        await mark_filed(db, message_ref)
+    await mark_filed(db, [f.message_ref for f in files if f.message_ref is not None])
     return list(range(first, first + len(files)))
 
 
@@ -399,12 +409,13 @@ async def link_mail(db: Tx, folder_id: int, uid: int, message_ref: int) -> None:
     """An indexed file is the copy of a stored message, which counts as filed."""
     await db.execute("UPDATE mail SET message_ref = ? WHERE folder_id = ? AND uid = ?",
                      (message_ref, folder_id, uid))
-    await mark_filed(db, message_ref)
+    await mark_filed(db, [message_ref])
 
 
-async def mark_filed(db: Tx, message_ref: int) -> None:
-    """The stored message has its copy in its folder."""
-    await db.execute("UPDATE messages SET filed = 1 WHERE id = ?", (message_ref,))
+async def mark_filed(db: Tx, message_refs: list[int]) -> None:
+    """The stored messages have their copies in their folders."""
+    if message_refs:
+        await db.executemany("UPDATE messages SET filed = 1 WHERE id = ?", [(ref,) for ref in message_refs])
 
 
 async def write_flags(

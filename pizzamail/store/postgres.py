@@ -26,7 +26,8 @@ from psycopg.types.numeric import Int8Dumper
 from psycopg_pool import AsyncConnectionPool
 
 from pizzamail.errors import StoreUnreachable
-from pizzamail.store import Row, Tx, migrations, now
+from pizzamail.store import Row, Tx, Work, in_savepoints, migrations, now
+from pizzamail.store.commit import Outcome
 from pizzamail.store.events import CommitEvent, Events, Resync, decode, encode
 from pizzamail.store.location import store_place
 from pizzamail.store.sql import POSTGRESQL, for_postgres, statements
@@ -230,6 +231,9 @@ class PostgresBackend:
                 await conn.execute("ROLLBACK")
                 raise
             yield tx
+
+    async def at_once(self, works: list[Work[Any]]) -> tuple[list[Outcome], list[CommitEvent]]:
+        return await in_savepoints(self, works)
 
     async def announce(self, tx: Tx, changes: list[CommitEvent]) -> None:
         """One NOTIFY (or a few, for many events) sent with the commit, even with no events: other

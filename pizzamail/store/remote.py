@@ -82,7 +82,7 @@ async def place(
         await db.execute("UPDATE remote_mail SET uid = ? WHERE folder_id = ? AND name = ?",
                          (uid, folder_id, name))
         if message_ref is not None:
-            await mark_filed(db, message_ref)
+            await mark_filed(db, [message_ref])
 
 
 async def forget(store: Store, folder_id: int, names: Iterable[str]) -> None:

@@ -16,8 +16,10 @@ from typing import Any, cast
 
 import aiosqlite
 
+from pizzamail.errors import TransactionLost
 from pizzamail.store import Cursor, Row, T, Tx, Work, migrations, now
-from pizzamail.store.events import CommitEvent, collecting
+from pizzamail.store.commit import Outcome
+from pizzamail.store.events import CommitEvent, collecting, dropped_on_error
 from pizzamail.store.sql import SQLITE, statements
 
 
@@ -66,14 +68,15 @@ class SqliteBackend:
         await self._writer.execute("BEGIN IMMEDIATE")
         yield self._writer
 
-    async def at_once(self, work: Work[T]) -> tuple[T, list[CommitEvent]]:
-        """:meth:`Store.write_at_once`: ``work``'s whole transaction in one step of the writer's thread
-        (aiosqlite's own queue of steps, so it runs in turn with the connection's other statements)."""
+    async def at_once(self, works: list[Work[Any]]) -> tuple[list[Outcome], list[CommitEvent]]:
+        """:meth:`Store.write_at_once`: a batch of works in one transaction, in one step of the
+        writer's thread (aiosqlite's own queue of steps, so it runs in turn with the connection's
+        other statements)."""
         assert self._writer is not None, "store is not open"
         conn = self._writer._conn
         # aiosqlite's (untyped) step queue, the one way into its thread
-        done = await self._writer._execute(in_thread, conn, work)  # type: ignore[no-untyped-call]
-        return cast(tuple[T, list[CommitEvent]], done)
+        done = await self._writer._execute(in_thread, conn, works)  # type: ignore[no-untyped-call]
+        return cast(tuple[list[Outcome], list[CommitEvent]], done)
 
     async def announce(self, tx: Tx, changes: list[CommitEvent]) -> None:
         """Nothing to do: another process finds SQLite's commits by :meth:`data_version`."""
@@ -95,19 +98,39 @@ class SqliteBackend:
         return int(rows[0][0]) if rows else 0
 
 
-def in_thread(conn: sqlite3.Connection, work: Work[T]) -> tuple[T, list[CommitEvent]]:
-    """``work`` in one transaction of ``conn``, on its own thread; returns its result and events."""
+def in_thread(conn: sqlite3.Connection, works: list[Work[Any]]) -> tuple[list[Outcome], list[CommitEvent]]:
+    """``works`` in one transaction of ``conn``, each in a savepoint, on the connection's own thread;
+    returns their outcomes and the events of those that succeeded. Raises (nothing committed) when
+    the transaction as a whole failed."""
     tx = _InThread(conn)
     with collecting(tx) as changes:
         conn.execute("BEGIN IMMEDIATE")
         try:
-            result = _to_the_end(work(tx))
+            outcomes = [_part(conn, tx, work) for work in works]
             conn.execute("COMMIT")
         except BaseException:
             if conn.in_transaction:  # a failed COMMIT too: the connection is left with none open
                 conn.execute("ROLLBACK")
             raise
-    return result, changes
+    return outcomes, changes
+
+
+def _part(conn: sqlite3.Connection, tx: _InThread, work: Work[Any]) -> Outcome:
+    """One work of a batch: on an exception its statements and events are rolled back, the others
+    stay; :class:`TransactionLost` when the failure ended the whole transaction (SQLite's own
+    rollback on a full disk, an I/O error, memory short)."""
+    conn.execute("SAVEPOINT work")
+    try:
+        with dropped_on_error(tx):
+            result = _to_the_end(work(tx))
+    except Exception as failed:
+        if not conn.in_transaction:
+            raise TransactionLost() from failed
+        conn.execute("ROLLBACK TO SAVEPOINT work")
+        conn.execute("RELEASE SAVEPOINT work")
+        return False, failed
+    conn.execute("RELEASE SAVEPOINT work")
+    return True, result
 
 
 def _to_the_end(step: Coroutine[Any, Any, T]) -> T:

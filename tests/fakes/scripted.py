@@ -54,6 +54,12 @@ class Recorded:
 Answerer = Callable[[Recorded], Scripted]
 
 
+class _Server(ThreadingHTTPServer):
+    # a real provider takes a burst of connections: a runner starting 32 runs at once opens 32, and
+    # the default backlog of 5 resets some of them (ReadError), which no real provider would do
+    request_queue_size = 256
+
+
 class ScriptedServer:
     """Start with ``with Fake() as fake:``; subclasses set the class attributes below. Every
     request is recorded in ``requests``, GETs included."""
@@ -67,14 +73,17 @@ class ScriptedServer:
     #: fixed answers to GET paths (not recorded, not scripted)
     gets: ClassVar[dict[str, dict[str, Any]]] = {}
 
-    def __init__(self) -> None:
+    def __init__(self, *, keep_alive: bool = False) -> None:
+        """``keep_alive``: answer HTTP/1.1 and keep each connection open, as real providers do (the
+        benchmarks); tests close each connection after its answer, so that no idle connection's
+        thread outlives a test."""
         self._lock = threading.Condition()
         self._script: deque[Scripted] = deque()
         self._then: Scripted | Answerer = self.error(
             599, f"{self.name}: the test's script has no more answers")
         self._stopping = threading.Event()
         self.requests: list[Recorded] = []
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
+        self._server = _Server(("127.0.0.1", 0), _handler(self, keep_alive))
         self._thread = threading.Thread(target=self._server.serve_forever, name=self.name,
                                         kwargs={"poll_interval": 0.05})
 
@@ -133,10 +142,9 @@ class ScriptedServer:
         self.stop()
 
 
-def _handler(fake: ScriptedServer) -> type[BaseHTTPRequestHandler]:
+def _handler(fake: ScriptedServer, keep_alive: bool) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
-        # HTTP/1.0: one request per connection, so no idle keep-alive thread outlives a test
-        protocol_version = "HTTP/1.0"
+        protocol_version = "HTTP/1.1" if keep_alive else "HTTP/1.0"
 
         def do_GET(self) -> None:
             fake.record(Recorded(method="GET", path=self.path, body=None, headers=self._headers()))

@@ -17,7 +17,7 @@ from pizzamail.config import RunnerSettings, StoreSettings
 from pizzamail.runner import Runner, pool
 from pizzamail.store import Store
 from pizzamail.store.events import RunChanged, StopRequested
-from pizzamail.store.leases import claim_next, reclaim_expired
+from pizzamail.store.leases import claim_next, claim_runs, reclaim_expired
 from pizzamail.store.runs import Run, ask_stop, get_run, steps_of
 from pizzamail.store.threads import thread_messages
 from tests.fakes.openai_server import FakeOpenAI, gated, text
@@ -165,15 +165,15 @@ async def test_a_stop_heard_between_the_claim_and_the_start_of_the_run_is_not_mi
         # PostgreSQL: another process asks, its StopRequested comes by NOTIFY; SQLite: this one asks
         asker = elsewhere if harness.store.dialect == "postgresql" else harness.store
 
-        async def claim_then_stop(store: Store, **options: Any) -> Run | None:
-            run = await claim_next(store, **options)
-            if run is not None:  # committed, not yet working here: halt() does not know the run
+        async def claim_then_stop(store: Store, **options: Any) -> list[Run]:
+            runs = await claim_runs(store, **options)
+            if runs:  # committed, not yet working here: halt() does not know the run
                 async with asker.write() as db:
-                    await ask_stop(db, run.thread_id, by="cli")
+                    await ask_stop(db, runs[0].thread_id, by="cli")
                 await asyncio.wait_for(heard.wait(), TIMEOUT)
-            return run
+            return runs
 
-        monkeypatch.setattr(pool, "claim_next", claim_then_stop)
+        monkeypatch.setattr(pool, "claim_runs", claim_then_stop)
         run_id = await harness.task("Plan it")
         async with harness.running() as runner:
             assert await asyncio.wait_for(runner.wait_for(run_id), TIMEOUT) == "stopped"

@@ -8,14 +8,16 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from pizzamail.composer import Composer
 from pizzamail.config import RunnerSettings
 from pizzamail.mailbox.filing import Filer
 from pizzamail.providers import Response, ToolCall
-from pizzamail.runner import pool
-from pizzamail.store.leases import claim_next
+from pizzamail.providers.http import new_client
+from pizzamail.runner import models, pool
+from pizzamail.store.leases import claim_next, claim_runs
 from pizzamail.store.runs import add_step, requeue_interrupted, steps_of
 from pizzamail.store.threads import thread_messages
 from tests.fakes.openai_server import FakeOpenAI, gated, text
@@ -296,11 +298,11 @@ async def test_one_dispatcher_claims_for_any_concurrency_and_an_idle_runner_hold
     claims: list[int | None] = []
 
     async def counted(*args: Any, **kwargs: Any) -> Any:
-        run = await claim_next(*args, **kwargs)
-        claims.append(run.id if run else None)
-        return run
+        runs = await claim_runs(*args, **kwargs)
+        claims.extend([run.id for run in runs] or [None])
+        return runs
 
-    monkeypatch.setattr(pool, "claim_next", counted)
+    monkeypatch.setattr(pool, "claim_runs", counted)
     harness = harness.with_config(runner=RunnerSettings(concurrency=256))
     fake_openai.script([text("answered")])
     before = asyncio.all_tasks()
@@ -311,3 +313,46 @@ async def test_one_dispatcher_claims_for_any_concurrency_and_an_idle_runner_hold
         assert await asyncio.wait_for(runner.wait_for(run_id), TIMEOUT) == "done"
     # the start's look, the run's claim, the look after it: one each, not one per place
     assert run_id in claims and len(claims) <= 4
+
+
+async def test_a_burst_of_queued_runs_is_claimed_in_two_claims_not_one_each(
+    harness: Harness, fake_openai: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    claimed: list[list[int]] = []
+
+    async def counted(*args: Any, **kwargs: Any) -> Any:
+        runs = await claim_runs(*args, **kwargs)
+        if runs:
+            claimed.append([run.id for run in runs])
+        return runs
+
+    monkeypatch.setattr(pool, "claim_runs", counted)
+    harness = harness.with_config(runner=RunnerSettings(concurrency=8))
+    fake_openai.script([], then=lambda request: text("answered"))
+    queued = [await harness.task(f"task {n}", subject=f"Task {n}") for n in range(12)]
+    async with harness.running(poll_interval=3600) as runner:
+        for run_id in queued:
+            assert await asyncio.wait_for(runner.wait_for(run_id), TIMEOUT) == "done"
+    # one run alone first (it may be one a crash cut off), then every free place in one claim
+    assert claimed[:2] == [queued[:1], queued[1:8]]
+    assert sorted(r for claim in claimed for r in claim) == queued
+
+
+async def test_runs_share_one_http_client_closed_with_the_runner(
+    harness: Harness, fake_openai: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    made: list[httpx.AsyncClient] = []
+
+    def counted() -> httpx.AsyncClient:
+        made.append(new_client())
+        return made[-1]
+
+    monkeypatch.setattr(models, "new_client", counted)
+    fake_openai.script([], then=lambda request: text("answered"))
+    queued = [await harness.task(f"task {n}", subject=f"Task {n}") for n in range(3)]
+    async with harness.running(provider_factory=None, secrets=harness.secrets) as runner:
+        for run_id in queued:
+            assert await asyncio.wait_for(runner.wait_for(run_id), TIMEOUT) == "done"
+        assert len(made) == 1 and not made[0].is_closed  # every run's requests went through it
+    assert made[0].is_closed
+    assert len(fake_openai.requests) == 3

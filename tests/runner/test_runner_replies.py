@@ -145,9 +145,9 @@ async def test_a_run_s_end_is_committed_at_once(
     at_once: list[str] = []
     real = Store.write_at_once
 
-    async def recorded(store: Store, work: Work[T], *, priority: bool = False) -> T:
+    async def recorded(store: Store, work: Work[T], **options: bool) -> T:
         at_once.append(work.__qualname__)
-        return await real(store, work, priority=priority)
+        return await real(store, work, **options)
 
     monkeypatch.setattr(Store, "write_at_once", recorded)
     fake_openai.script([text("All good.")])

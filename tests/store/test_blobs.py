@@ -3,11 +3,13 @@ SQLite homes, the ``blobs`` table for PostgreSQL."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from pizzamail.home import Home
 from pizzamail.store import Store, Tx
-from pizzamail.store.blobs import IN_TABLE, BlobStore, SqliteBlobs, StoredBlobs, digest_of
+from pizzamail.store.blobs import IN_TABLE, BlobStore, Recent, SqliteBlobs, StoredBlobs, digest_of
 from pizzamail.store.location import blobs_for
 
 
@@ -72,3 +74,29 @@ async def test_a_batch_of_mail_is_saved_in_its_own_transaction_and_rolled_back_w
             raise RuntimeError("the batch failed")
     with pytest.raises(FileNotFoundError):
         await blobs.load(digest_of(b"never committed"))
+
+
+async def test_a_blob_loaded_again_soon_is_read_from_the_store_once(
+    store: Store, blobs: BlobStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    saved = await blobs.save(b"Subject: task\r\n\r\nread by its filing, its history and its reply\r\n")
+    reads: list[str] = []
+    fetchone = store.fetchone
+
+    async def counted(sql: str, params: Any = ()) -> Any:
+        reads.append(sql)
+        return await fetchone(sql, params)
+
+    monkeypatch.setattr(store, "fetchone", counted)
+    loads = [await blobs.load(saved.digest) for _ in range(3)]
+    assert loads == [b"Subject: task\r\n\r\nread by its filing, its history and its reply\r\n"] * 3
+    assert len(reads) == 1
+
+
+def test_the_recent_blobs_kept_stay_within_their_budget() -> None:
+    recent = Recent(budget=800)
+    for n in range(20):
+        recent.keep(f"d{n}", bytes(100))
+    assert recent.get("d19") == bytes(100) and recent.get("d0") is None  # the oldest went first
+    assert recent.keep("big", bytes(101)) == bytes(101) and recent.get("big") is None  # over 1/8
+    assert sum(recent.get(f"d{n}") is not None for n in range(20)) == 8

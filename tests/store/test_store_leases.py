@@ -15,7 +15,7 @@ import pytest
 from pizzamail.errors import LeaseLost
 from pizzamail.store import Store, Tx
 from pizzamail.store.events import CommitEvent, RunChanged, RunQueued
-from pizzamail.store.leases import claim_next, leases_lost, reclaim_expired, renew_leases
+from pizzamail.store.leases import claim_next, claim_runs, leases_lost, reclaim_expired, renew_leases
 from pizzamail.store.runs import (
     Run,
     add_step,
@@ -86,6 +86,41 @@ async def test_a_claim_keeps_thread_order_and_leaves_excluded_threads_alone(stor
     assert await claim_next(store, exclude_threads=set(), worker="w") is not None  # `other`
     assert await claim_next(store, exclude_threads=set(), worker="w") is None  # not `follow_up` yet
     assert (await get_run(store, follow_up)).status == "queued"
+
+
+async def claim_bursts(store: Store, worker: str) -> list[int]:
+    """Claim seven at a time until the queue is empty, as a busy runner's dispatcher does."""
+    claimed = []
+    while runs := await claim_runs(store, limit=7, exclude_threads=set(), busy=True, worker=worker):
+        assert len(runs) <= 7 and all(run.lease_owner == worker for run in runs)
+        claimed.extend(run.id for run in runs)
+    return claimed
+
+
+async def test_four_stores_claiming_bursts_at_once_take_each_of_200_runs_exactly_once(store: Store) -> None:
+    runs = await queue_runs(store, 200)
+    async with AsyncExitStack() as stack:
+        stores = [store, *[await stack.enter_async_context(store.twin()) for _ in range(3)]]
+        claims = await asyncio.wait_for(asyncio.gather(
+            *(claim_bursts(s, f"worker-{n}") for n, s in enumerate(stores) for _ in range(2))), 60)
+    taken = [run for claimed in claims for run in claimed]
+    assert sorted(taken) == runs
+    rows = await store.fetchall("SELECT status, attempts FROM runs")
+    assert {(r["status"], r["attempts"]) for r in rows} == {("running", 1)}
+
+
+async def test_a_burst_takes_one_run_per_thread_oldest_first_and_marks_their_threads(store: Store) -> None:
+    [first, other, third] = await queue_runs(store, 3)
+    async with store.write() as db:
+        follow_up = await create_run(db, (await get_run(store, first)).thread_id, None)
+    excluded = (await get_run(store, third)).thread_id
+    taken = await claim_runs(store, limit=10, exclude_threads={excluded}, busy=True, worker="w")
+    assert [run.id for run in taken] == [first, other]  # not `follow_up` (its thread is busy), not `third`
+    assert (await get_run(store, follow_up)).status == "queued"
+    threads = await store.fetchall("SELECT status FROM threads WHERE id IN (?, ?)",
+                                   [run.thread_id for run in taken])
+    assert [row["status"] for row in threads] == ["working", "working"]
+    assert await claim_runs(store, limit=10, exclude_threads={excluded}, busy=True, worker="w") == []
 
 
 async def test_an_expired_lease_is_requeued_without_using_up_an_attempt(store: Store) -> None:

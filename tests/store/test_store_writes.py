@@ -7,7 +7,7 @@ import contextlib
 
 import pytest
 
-from pizzamail.store import Store, Tx, WriteLock, savepoint
+from pizzamail.store import Store, Tx, Work, WriteLock, savepoint
 from pizzamail.store.events import CommitEvent, RunQueued, record
 from pizzamail.store.threads import create_thread
 
@@ -127,3 +127,26 @@ async def test_work_at_once_that_really_awaits_is_refused_and_rolled_back(store:
     assert await store.fetchall("SELECT * FROM threads") == []
     async with store.write() as db:  # the writer is usable: no transaction was left open
         await create_thread(db, subject="whole", agent="bot@x")
+
+
+async def test_works_at_once_arriving_together_share_one_commit_and_each_fails_alone(store: Store) -> None:
+    commits: list[list[CommitEvent]] = []
+    publish = store.events.publish
+    store.events.publish = lambda events: (commits.append(list(events)), publish(events))[1]  # type: ignore[method-assign]
+
+    def work(subject: str) -> Work[int]:
+        async def create(db: Tx) -> int:
+            thread = await create_thread(db, subject=subject, agent="bot@x")
+            record(db, RunQueued(run=0, thread=thread))
+            if subject == "broken":
+                raise ValueError(subject)  # after its row and its event
+            return thread
+
+        return create
+
+    answers = await asyncio.gather(*(store.write_at_once(work(s)) for s in ["one", "broken", "two"]),
+                                   return_exceptions=True)
+    assert [type(a) for a in answers] == [int, ValueError, int]
+    rows = await store.fetchall("SELECT id, subject FROM threads ORDER BY id")
+    assert [(r[0], r[1]) for r in rows] == [(answers[0], "one"), (answers[2], "two")]
+    assert commits == [[RunQueued(run=0, thread=answers[0]), RunQueued(run=0, thread=answers[2])]]
