@@ -237,7 +237,10 @@ class Mailbox:
     async def read_many(
         self, folder: Folder, rows: Sequence[MailRow], *, header_only: bool = False
     ) -> list[bytes | None]:
-        paths = [self.file_path(folder, row) for row in rows]
+        # plain strings: a Path made per message was a tenth of an mbsync command's cost
+        place = str(self.path(folder))
+        paths = [f"{place}/{row.subdir}/{maildir.file_name(row.name, row.subdir, set(row.flags))}"
+                 for row in rows]
         return await asyncio.to_thread(maildir.read_files, paths, header_only=header_only)
 
     # -- changes -----------------------------------------------------------------------------

@@ -158,13 +158,13 @@ def scan(folder: Path) -> dict[str, tuple[str, str]]:
     return found
 
 
-def read_files(paths: list[Path], *, header_only: bool = False) -> list[bytes | None]:
+def read_files(paths: list[str], *, header_only: bool = False) -> list[bytes | None]:
     """Each file's bytes (or, with ``header_only``, at least its header); None for a file gone:
     renamed (re-flagged) or removed by another session since its name was looked up."""
     found: list[bytes | None] = []
     for path in paths:
         try:
-            found.append(read_header(path) if header_only else path.read_bytes())
+            found.append(read_header(path) if header_only else _read(path))
         except FileNotFoundError:
             found.append(None)
     return found
@@ -181,10 +181,15 @@ def unlink_each(paths: list[Path]) -> None:
         path.unlink(missing_ok=True)
 
 
-def read_header(path: Path) -> bytes:
+def _read(path: str) -> bytes:
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def read_header(path: str) -> bytes:
     """The start of the file, up to at least the blank line that ends the header: what a header
     listing needs, without reading attachments."""
-    with path.open("rb") as f:
+    with open(path, "rb") as f:
         data = f.read(_HEAD)
         while not _END_OF_HEADER.search(data) and (more := f.read(_HEAD)):
             data += more
