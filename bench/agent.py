@@ -14,7 +14,8 @@ server (``FakeOpenAI``) as its provider, and talks to it over loopback as a mail
     the last submission until every run is done ÷ 1 s, ms per mail of that client while the runs
     work, and how many runs waited on the model at once (intake's pace bounds it);
 (e) SMTP intake, 4 clients x 150 mails, while the runner answers them (0-latency model), ÷ a bare
-    aiosmtpd no-op handler (bench/intake.py's baseline server) in the same run.
+    aiosmtpd no-op handler (bench/intake.py's baseline server) in the same run; and how long after
+    the last mail every run is done.
 
 ``--against DIR`` runs every part with a second checkout too (e.g. ``--against /work/main``), side by
 side in the same run; the figures of both are printed.
@@ -247,16 +248,17 @@ def in_flight(asked: list[float]) -> int:
                default=0)
 
 
-def intake_busy(bench: Bench, code: Path, clients: int, per_client: int) -> float:
-    """msg/s of ``clients`` SMTP clients while the runner answers every mail."""
+def intake_busy(bench: Bench, code: Path, clients: int, per_client: int) -> tuple[float, float]:
+    """msg/s of ``clients`` SMTP clients while the runner answers every mail, and the seconds from
+    the last mail's 250 until every run is done."""
     with bench.serving(code) as served:
         begin = time.perf_counter()
         with ThreadPoolExecutor(clients) as pool:
             list(pool.map(lambda c: submit(served.smtp, served.password, per_client, f"c{c}-"),
                           range(clients)))
-        rate = clients * per_client / (time.perf_counter() - begin)
-        served.until_done(clients * per_client)
-        return rate
+        taken = time.perf_counter()
+        rate = clients * per_client / (taken - begin)
+        return rate, served.until_done(clients * per_client) - taken
 
 
 # -- main ------------------------------------------------------------------------------------------
@@ -304,8 +306,9 @@ def run_parts(bench: Bench, codes: dict[str, Path], args: argparse.Namespace) ->
         baseline = intake.measure("baseline", intake.CLIENTS * 150)
         print(f"  bare aiosmtpd: {baseline:7.1f} msg/s")
         for name, code in codes.items():
-            rate = intake_busy(bench, code, intake.CLIENTS, 150)
-            print(f"  {name}: {rate:7.1f} msg/s   {rate / baseline:5.2f}x")
+            rate, rest = intake_busy(bench, code, intake.CLIENTS, 150)
+            print(f"  {name}: {rate:7.1f} msg/s   {rate / baseline:5.2f}x"
+                  f"   (every run done {rest:.1f} s after the last mail)")
 
 
 if __name__ == "__main__":
