@@ -64,7 +64,7 @@ def test_a_start_crashed_while_it_recovers_recovers_next_time(
 ) -> None:
     fake_openai.script([], then=text("Planned."))
     # the task is committed, its file renamed into INBOX, its index row not written
-    served.start(crash_after="pizzamail.mailbox.maildir:write_atomic")
+    served.start(crash_after="pizzamail.mailbox.maildir:write_all")
     served.send(task_mail("Plan it"))
     assert served.stop(None) == CRASHED
     assert served.crash(crash_after=moment) == CRASHED

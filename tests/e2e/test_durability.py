@@ -53,7 +53,7 @@ def test_a_crash_between_the_maildir_rename_and_the_index_commit_files_the_mail_
 ) -> None:
     fake_openai.script([], then=text("Filed after all."))
     # the first Maildir write is the task's copy in INBOX: the process dies right after its rename
-    served.start(crash_after="pizzamail.mailbox.maildir:write_atomic")
+    served.start(crash_after="pizzamail.mailbox.maildir:write_all")
     served.send(task_mail("Count the open issues."))
     assert served.stop(None) == CRASHED
 
