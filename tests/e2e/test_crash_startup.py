@@ -56,7 +56,7 @@ def test_a_new_home_crashed_while_it_is_set_up_starts_next_time(
 
 @pytest.mark.parametrize("moment", [
     "pizzamail.mailbox:Mailbox.reconcile",  # INBOX reconciled: the task's file indexed as a stranger's
-    "pizzamail.mailbox:Mailbox._link",  # that file linked to its row, nothing else done
+    "pizzamail.mailbox:Mailbox.deliver_each",  # that file linked to its row, nothing else done
     "pizzamail.runner.pool:requeue_interrupted",  # the interrupted run queued again, not yet run
 ])
 def test_a_start_crashed_while_it_recovers_recovers_next_time(
