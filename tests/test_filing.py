@@ -85,7 +85,7 @@ async def test_a_pass_files_a_folders_mail_in_one_write_of_its_files_and_one_com
 async def test_a_delivery_of_several_indexes_a_file_a_crash_left_unindexed_once(mailbox: Mailbox) -> None:
     inbox = await mailbox.folder("INBOX")
     assert inbox is not None
-    maildir.write_atomic(mailbox.path(inbox), "left-1", MAIL, 1_700_000_000, set())  # crash before its row
+    maildir.write_all(mailbox.path(inbox), [("left-1", MAIL, 1_700_000_000, set())])  # crash before its row
     uids = await mailbox.deliver_each(inbox, [Delivery(data=MAIL, base="left-1"),
                                               Delivery(data=MAIL, base="new-2")])
     again = await mailbox.deliver_each(inbox, [Delivery(data=MAIL, base="new-2"),

@@ -146,7 +146,7 @@ async def test_a_file_written_before_a_crash_is_indexed_not_written_again(mailbo
     inbox = await mailbox.folder("INBOX")
     assert inbox is not None
     # the crash came between the rename into cur/ and the index commit
-    maildir.write_atomic(mailbox.path(inbox), "1700000000.P0Q7.pizzamail", MAIL, 1700000000, {"\\Seen"})
+    maildir.write_all(mailbox.path(inbox), [("1700000000.P0Q7.pizzamail", MAIL, 1700000000, {"\\Seen"})])
     uid = await mailbox.deliver(inbox, MAIL, flags={"\\Seen"}, base="1700000000.P0Q7.pizzamail")
     [row] = await mailbox.messages(inbox)
     assert (row.uid, row.subdir, row.flags) == (uid, "cur", {"\\Seen"})
@@ -194,7 +194,7 @@ async def test_a_message_whose_file_was_renamed_before_a_crash_is_filed_once_at_
     assert created is not None
     base = message_base(row, created_stamp(created["created_at"]))
     # the crash came after the rename into new/ and before the index commit
-    maildir.write_atomic(home.maildir, base, maildir.to_crlf(MAIL), 1700000000, set())
+    maildir.write_all(home.maildir, [(base, maildir.to_crlf(MAIL), 1700000000, set())])
 
     for started in range(3):  # the next start, and the starts after it
         mailbox = await Mailbox(root=home.maildir, store=store).open()  # open() reconciles

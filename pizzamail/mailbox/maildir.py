@@ -89,16 +89,10 @@ def file_name(base: str, subdir: str, flags: set[str]) -> str:
     return base if subdir == "new" else base + info_suffix(flags)
 
 
-def write_atomic(folder: Path, base: str, data: bytes, mtime: int, flags: set[str]) -> str:
-    """Write into ``tmp/``, fsync, then rename into ``new/`` (or ``cur/`` when flags are set):
-    readers never see half a file. Returns the subdir it landed in."""
-    return write_all(folder, [(base, data, mtime, flags)])[0]
-
-
 def write_all(folder: Path, mails: list[tuple[str, bytes, int, set[str]]]) -> list[str]:
-    """:func:`write_atomic` of several (base, data, mtime, flags) in one go: every file written into
-    ``tmp/``, all fsynced side by side, renamed into place, then each subdir that got a name fsynced
-    once. Returns the subdir of each."""
+    """Write each (base, data, mtime, flags) into ``tmp/``, fsync them side by side, rename each into
+    ``new/`` (or ``cur/`` when flags are set), then fsync each subdir that got a name once: readers
+    never see half a file, and a rename is durable with its folder. Returns the subdir of each."""
     side_by_side(_written_tmp, [(folder / "tmp" / base, data, mtime) for base, data, mtime, _ in mails])
     subdirs = ["cur" if set(flags) & set(FLAG_LETTERS) else "new" for *_, flags in mails]
     for (base, _, _, flags), subdir in zip(mails, subdirs, strict=True):
@@ -133,7 +127,7 @@ def rename_all(moves: list[tuple[Path, Path]]) -> None:
 
 
 def written(folder: Path, base: str, flags: set[str]) -> str | None:
-    """The subdir where :func:`write_atomic` put ``base`` with ``flags``, if the file is there.
+    """The subdir where :func:`write_all` put ``base`` with ``flags``, if the file is there.
 
     Only the two names it can have are looked at, not the whole folder: until the file is
     indexed nobody can change its flags, so its name is still the one it was written under.

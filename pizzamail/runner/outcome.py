@@ -5,36 +5,45 @@ call held for approval; the mail says what waits, and the thread's status is ``w
 
 The reply (or error mail) row and ``finish_run`` share one transaction, so after a crash a run is
 either still unfinished (and resumes) or finished with exactly one mail. Filing into the Maildir
-comes after the commit; what a crash leaves unfiled is filed at the next start.
+comes after the commit; what a crash leaves unfiled is filed at the next start. The model's answer
+that ends a run is written in the same transaction, not in a commit of its own before it: a crash
+in between asks the model again, and that answer had called no tool.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from pizzamail.composer import Composed
 from pizzamail.store import Store, Tx
 from pizzamail.store.actions import set_request
 from pizzamail.store.blobs import BlobStore
 from pizzamail.store.mailwriter import add_mail, message_row
-from pizzamail.store.runs import Run, fenced, finish_run, run_status
+from pizzamail.store.runs import Run, add_step, fenced, finish_run, run_status
 from pizzamail.store.threads import NewMessage, log_event, set_thread_status
 from pizzamail.store.usage import record_run_usage
+
+Answer = tuple[int, str, dict[str, Any]]
+"""a step written with the run's end: (seq, kind, data)"""
 
 
 async def conclude(
     store: Store, blobs: BlobStore, run: Run, mail: Composed, *, sender: str, status: str,
     error: str | None = None, model: str | None = None, request_for: int | None = None,
-    extra: Sequence[tuple[int, NewMessage]] = (),
+    extra: Sequence[tuple[int, NewMessage]] = (), answer: Answer | None = None,
 ) -> bool:
     """Record the run's mail and finish it. False if the run was no longer ours to finish.
     ``extra`` messages, each in its thread (a held draft for ``Drafts``, a note in the delegating
-    run's thread), are recorded with it, once each."""
+    run's thread), are recorded with it, once each; ``answer``, the model's last step (seq, kind,
+    data), too."""
     data = mail.as_bytes()
 
     async def record(db: Tx) -> bool:
         if await run_status(db, run.id) != "running":
             return False
+        if answer is not None:  # before the usage is summed up from the steps
+            await add_step(db, run.id, *answer)
         # in the transaction, before the row that names it: a SQLite home keeps it in the blobs
         # table, committed by the commit's one fsync (a file cost its own and its folder's, and a
         # thread hop, on the way from the model's answer to the reply filed)

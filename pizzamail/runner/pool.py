@@ -36,7 +36,7 @@ from pizzamail.runner.history import RunContext, history, load_context
 from pizzamail.runner.limits import Limits, run_notes, unavailable_notes, usage_of
 from pizzamail.runner.loop import Delegating, drive
 from pizzamail.runner.models import Models
-from pizzamail.runner.outcome import conclude
+from pizzamail.runner.outcome import Answer, conclude
 from pizzamail.runner.stops import Heartbeat, StopWatch
 from pizzamail.runner.workspace import attachments
 from pizzamail.secrets import SecretStore
@@ -132,6 +132,8 @@ class Runner:
     _unsubscribe: list[Callable[[], None]] = field(default_factory=list, init=False, repr=False)
     _approvals: Approvals = field(init=False, repr=False)
     _notices: dict[int, str] = field(default_factory=dict, init=False)  # run id -> provider notice
+    _answers: dict[int, Answer] = field(default_factory=dict, init=False)
+    """run id -> the model's answer that ends the run, written with the run's end (:func:`conclude`)"""
     _delegation: Delegation = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -273,6 +275,7 @@ class Runner:
             status = "interrupted"
         finally:
             self._busy.pop(run.id, None)
+            self._answers.pop(run.id, None)
             self._working.pop(run.id, None)
             self._halting.discard(run.id)
             self._lost.discard(run.id)
@@ -485,6 +488,9 @@ class Runner:
 
     async def _checkpoint(self, run: Run, seq: int, step: AgentStep, toolbox: Toolbox) -> None:
         data = step.to_data()
+        if isinstance(step, ModelStep) and not step.response.tool_calls:  # the run's last step
+            self._answers[run.id] = (seq, step.kind, data)  # one commit with its end, not two
+            return
         if isinstance(step, HeldStep):  # the step and its held action exist together or not at all
             async with self.store.write() as db:
                 await add_step(db, run.id, seq, step.kind, data)
@@ -532,7 +538,7 @@ class Runner:
         agent = self.config.agent_at(run.agent) or self.config.main_agent
         done = await conclude(self.store, self.blobs, run, mail, sender=agent.address,
                               status=status, error=error, model=run.model or agent.model,
-                              request_for=request_for, extra=extra)
+                              request_for=request_for, extra=extra, answer=self._answers.pop(run.id, None))
         if not done:
             log.warning("run %d was finished elsewhere; its %s mail is dropped", run.id, mail.kind)
             return "lost"

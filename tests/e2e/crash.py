@@ -6,7 +6,7 @@ no flush, no stop. With ``~TEXT`` only calls whose arguments' repr holds TEXT co
 NAME is a function of MODULE or a method (``Class.method``); a coroutine function dies once its
 coroutine has finished, not when it was merely called. Tests use it to crash at one exact moment,
 with no timing involved, e.g. right after a Maildir file was renamed into place and before its index
-row is committed (``pizzamail.mailbox.maildir:write_atomic``).
+row is committed (``pizzamail.mailbox.maildir:write_all``).
 """
 
 from __future__ import annotations

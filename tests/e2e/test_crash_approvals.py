@@ -243,8 +243,8 @@ def test_a_draft_relayed_just_before_a_crash_is_asked_about_not_sent_twice(
 
 
 @pytest.mark.parametrize("moment", [
-    "pizzamail.mailbox.maildir:write_atomic#3",  # the held draft's file is in Drafts, not indexed
-    "pizzamail.mailbox.maildir:write_atomic#4",  # the request's copy is in Action, not indexed
+    "pizzamail.mailbox.maildir:write_all~.Drafts')",  # the held draft's file is in Drafts, not indexed
+    "pizzamail.mailbox.maildir:write_all~.Action')",  # the request's copy is in Action, not indexed
 ])
 def test_a_draft_and_a_request_copy_cut_off_before_their_index_are_filed_once(
     served: Served, fake_openai: FakeOpenAI, moment: str

@@ -52,7 +52,7 @@ def _dies(served: Served, *command: str, folder: str | None = "INBOX") -> None:
 def test_an_append_cut_off_by_a_crash_keeps_the_mail_once(served: Served, fake_openai: FakeOpenAI) -> None:
     served.start()
     served.stop()
-    served.start(crash_after="pizzamail.mailbox.maildir:write_atomic")
+    served.start(crash_after="pizzamail.mailbox.maildir:write_all")
     _dies(served, "append", "Archive", "", imaplib.Time2Internaldate(0),
           task_mail("Kept", subject="appended").as_bytes(), folder=None)
     served.start()

@@ -56,7 +56,7 @@ def test_a_new_home_crashed_while_it_is_set_up_starts_next_time(
 
 @pytest.mark.parametrize("moment", [
     "pizzamail.mailbox:Mailbox.reconcile",  # INBOX reconciled: the task's file indexed as a stranger's
-    "pizzamail.mailbox:Mailbox._link",  # that file linked to its row, nothing else done
+    "pizzamail.mailbox:Mailbox.deliver_each",  # that file linked to its row, nothing else done
     "pizzamail.runner.pool:requeue_interrupted",  # the interrupted run queued again, not yet run
 ])
 def test_a_start_crashed_while_it_recovers_recovers_next_time(
@@ -64,7 +64,7 @@ def test_a_start_crashed_while_it_recovers_recovers_next_time(
 ) -> None:
     fake_openai.script([], then=text("Planned."))
     # the task is committed, its file renamed into INBOX, its index row not written
-    served.start(crash_after="pizzamail.mailbox.maildir:write_atomic")
+    served.start(crash_after="pizzamail.mailbox.maildir:write_all")
     served.send(task_mail("Plan it"))
     assert served.stop(None) == CRASHED
     assert served.crash(crash_after=moment) == CRASHED

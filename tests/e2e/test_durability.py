@@ -48,12 +48,35 @@ async def test_sigkill_after_250_resumes_and_replies_once(
     assert outgoing == (1,)
 
 
+def test_a_crash_between_the_model_s_last_answer_and_the_run_s_end_asks_again_and_replies_once(
+    served: Served, fake_openai: FakeOpenAI
+) -> None:
+    # the answer that ends a run is written with the run's end: a crash in between loses only it
+    fake_openai.script([text("Lost with the crash."), text("Answered again.")])
+    served.start(crash_after="pizzamail.runner.pool:Runner._checkpoint")
+    served.send(task_mail("Sum it up."))
+    assert served.stop(None) == CRASHED
+
+    served.start()
+    served.wait_for("run 1 done")
+    fake_openai.wait_requests(2)
+    with sqlite3.connect(served.home / "state.db") as db:
+        steps = db.execute("SELECT seq, kind FROM steps").fetchall()
+        outgoing = db.execute("SELECT count(*) FROM messages WHERE direction = 'out'").fetchone()
+    assert steps == [(0, "model")] and outgoing == (1,)
+    replies = [m for _, m in fetch_all(served) if m["X-Pizzamail-Run"]]
+    assert len(replies) == 1
+    body = replies[0].get_body(("plain",))
+    assert body is not None and "Answered again." in body.get_content()
+    served.stop()
+
+
 def test_a_crash_between_the_maildir_rename_and_the_index_commit_files_the_mail_once(
     served: Served, fake_openai: FakeOpenAI
 ) -> None:
     fake_openai.script([], then=text("Filed after all."))
     # the first Maildir write is the task's copy in INBOX: the process dies right after its rename
-    served.start(crash_after="pizzamail.mailbox.maildir:write_atomic")
+    served.start(crash_after="pizzamail.mailbox.maildir:write_all")
     served.send(task_mail("Count the open issues."))
     assert served.stop(None) == CRASHED
 

@@ -8,6 +8,7 @@ import pytest
 
 from pizzamail.approvals.service import Approvals
 from pizzamail.store import Store, Work
+from pizzamail.store.runs import steps_of
 from pizzamail.store.threads import thread_messages
 from tests.fakes.openai_server import FakeOpenAI, text
 from tests.runner.conftest import Harness, bot_mails, html, plain
@@ -137,11 +138,12 @@ async def test_a_reply_without_tool_calls_does_not_look_for_decisions(
     assert mail["X-Pizzamail-Decision"] is None
 
 
-async def test_a_run_s_end_is_committed_at_once(
+async def test_a_run_s_end_is_committed_at_once_with_the_model_s_last_answer(
     harness: Harness, fake_openai: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A step's checkpoint, and the reply with the run's end and its log, are statements only: each
-    one step of SQLite's writer thread (``write_at_once``), not a hop to it and back for each."""
+    """The reply with the run's end and its log are statements only: one step of SQLite's writer
+    thread (``write_at_once``), not a hop to it and back for each; the model's answer that ends the
+    run is written in that same commit, not in one of its own before it."""
     at_once: list[str] = []
     real = Store.write_at_once
 
@@ -154,7 +156,9 @@ async def test_a_run_s_end_is_committed_at_once(
     run_id = await harness.task("Check things")
     async with harness.running() as runner:
         assert await harness.finish(runner, run_id) == "done"
-    assert "Runner._checkpoint.<locals>.<lambda>" in at_once  # the model's answer
     assert "conclude.<locals>.record" in at_once
+    assert "Runner._checkpoint.<locals>.<lambda>" not in at_once
+    assert [(step.kind, step.data["text"]) for step in await steps_of(harness.store, run_id)] == [
+        ("model", "All good.")]
     [(_, mail)] = await bot_mails(harness.mailbox)
     assert "All good." in plain(mail)
