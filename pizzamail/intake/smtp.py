@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import socket
 import ssl
 import warnings
@@ -324,6 +325,12 @@ def _later(server: SMTP, session: Session, envelope: Envelope, mechanism: str, a
     return AuthResult(success=False, handled=True, auth_data=_Credentials(mechanism, auth_data))
 
 
+_ATOM = r"[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+"
+PLAIN_PATH = re.compile(
+    rf"<({_ATOM}(?:\.{_ATOM})*@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*)>(?:[ \t]+([^()\s][^()]*))?\Z")
+"""``<local@domain>`` of plain atoms, then parameters without comments: what nearly every client
+sends in MAIL and RCPT, read the same by this pattern as by the stdlib's address grammar"""
+
 SEATS_PER_LOGIN = 32
 """logged-in SMTP connections one user may hold at once: a mail program sends and quits, so this is
 plenty, and a runaway one fills only its own seats, never the owner's (nor every descriptor)"""
@@ -411,6 +418,15 @@ class Submission(SMTP):
         taken.append(self)
         self._taken = taken
         return checked
+
+    def _getaddr(self, arg: str) -> tuple[str | None, str | None]:
+        """aiosmtpd reads every MAIL and RCPT address with the stdlib's whole address grammar, 0.1 ms
+        each (a quarter of what a mail costs a bare aiosmtpd); the plain :data:`PLAIN_PATH` is read
+        by one pattern, any other address as before."""
+        plain = PLAIN_PATH.match(arg)
+        if plain is None or self.local_part_limit:
+            return super()._getaddr(arg)
+        return plain[1], plain[2] or ""
 
     async def challenge_auth(self, challenge: str | bytes, *args: Any, **kwargs: Any) -> Any:
         """aiosmtpd reads the answer to a 334 with the line limit and lets the reader's ValueError for
