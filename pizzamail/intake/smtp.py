@@ -11,6 +11,7 @@ starts tasks only: it decides approvals only with ``approve = true`` and never m
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import re
 import socket
@@ -252,9 +253,15 @@ def addressed_agent(recipients: list[str], msg: EmailMessage, agents: frozenset[
     return next((a for a in reached if a not in cc), None)
 
 
-def _header_addresses(msg: EmailMessage, name: str) -> list[str]:
-    values = [str(v) for v in msg.get_all(name) or []]
-    return [_base_address(addr) for _, addr in getaddresses(values) if addr]
+def _header_addresses(msg: EmailMessage, name: str) -> tuple[str, ...]:
+    return _addresses(tuple(str(v) for v in msg.get_all(name) or []))
+
+
+@functools.lru_cache(maxsize=256)
+def _addresses(values: tuple[str, ...]) -> tuple[str, ...]:
+    """Kept for the same To and Cc (a user's tasks mostly have one): each read by the stdlib takes
+    a tenth of a small mail's parse."""
+    return tuple(_base_address(addr) for _, addr in getaddresses(list(values)) if addr)
 
 
 def _base_address(address: str) -> str:
