@@ -8,7 +8,7 @@ that names them commits), so a committed row never points at a missing file.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from pizzamail.mail.parse import ParsedMail
@@ -75,8 +75,7 @@ async def add_task(db: Tx, row: NewMessage, *, thread_id: int | None, agent: str
     if thread_id is None:
         thread_id = await create_thread(db, subject=row.subject or "(no subject)", agent=agent,
                                         folder=folder, status="queued")
-        row = replace(row, folder=row.folder or folder)
-    message = await add_message(db, thread_id, row)
+    message = await add_message(db, thread_id, row, thread_folder=folder if new_thread else None)
     run_id = await create_run(db, thread_id, message, source=source, agent=agent, model=model,
                               parent=parent, thread_queued=new_thread)
     await log_event(db, event, thread_id=thread_id, run_id=run_id, **data)
@@ -87,10 +86,10 @@ async def add_received(db: Tx, row: NewMessage, *, thread_id: int | None, agent:
                        event: str, folder: str = "INBOX", **data: Any) -> int:
     """A received mail that starts no run (an agent only in Cc): in ``thread_id`` or a new thread
     (in ``folder``), so later runs there see it in their history. Returns the thread."""
+    new_thread = thread_id is None
     if thread_id is None:
         thread_id = await create_thread(db, subject=row.subject or "(no subject)", agent=agent,
                                         folder=folder)
-        row = replace(row, folder=row.folder or folder)
-    await add_message(db, thread_id, row)
+    await add_message(db, thread_id, row, thread_folder=folder if new_thread else None)
     await log_event(db, event, thread_id=thread_id, **data)
     return thread_id

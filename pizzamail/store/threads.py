@@ -85,8 +85,9 @@ async def set_thread_status(db: Tx, thread_id: int, status: str) -> None:
     )
 
 
-async def add_message(db: Tx, thread_id: int, msg: NewMessage) -> int:
-    folder = msg.folder or await _thread_folder(db, thread_id)
+async def add_message(db: Tx, thread_id: int, msg: NewMessage, *, thread_folder: str | None = None) -> int:
+    """``thread_folder``: the thread's folder, when the caller knows it (it is not read then)."""
+    folder = msg.folder or thread_folder or await _thread_folder(db, thread_id)
     message = await insert(
         db, "INSERT INTO messages(thread_id, message_id, in_reply_to, refs, direction, kind, sender,"
         " subject, body, blob, size, run_id, folder, flags, created_at)"
