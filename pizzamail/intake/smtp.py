@@ -452,11 +452,51 @@ class Submission(SMTP):
             return
         reader, limit = self._reader, self.data_size_limit + 2
         reader._limit = self.line_length_limit = limit  # type: ignore[attr-defined]
+        self._reader = WholeData(reader, self.data_size_limit)  # type: ignore[assignment]
         try:
             await super().smtp_DATA(arg)
         finally:
+            self._reader = reader
             reader._limit = SMTP.line_length_limit  # type: ignore[attr-defined]
             del self.line_length_limit  # back to the class's RFC limit
+
+
+class WholeData:
+    """What aiosmtpd's DATA loop reads from, once logged in: all of a mail's lines as one (each
+    line's leading dot taken off but the first's, which the loop takes off itself), then the lone
+    dot that ends it. The loop reads a line at a time, 40-60 us for a small task (a tenth of what a
+    mail costs a bare aiosmtpd); here one read finds the end. A mail over the size limit is read and
+    refused as aiosmtpd reads it: line by line, or (found whole) as it was sent."""
+
+    def __init__(self, reader: asyncio.StreamReader, limit: int) -> None:
+        self._reader, self._limit = reader, limit
+        self._whole = True
+        self._end: bytes | None = None
+
+    async def readuntil(self, separator: bytes) -> bytes:
+        end, self._end = self._end, None
+        if end is not None:
+            return end
+        if not self._whole:
+            return await self._reader.readuntil(separator)
+        self._whole = False
+        buffer: bytearray = self._reader._buffer  # type: ignore[attr-defined]
+        buffer[:0] = b"\r\n"  # the DATA command's line end: a lone dot right away ends an empty mail
+        try:
+            stuffed = await self._reader.readuntil(b"\r\n.\r\n")
+        except asyncio.LimitOverrunError:
+            del buffer[:2]
+            return await self._reader.readuntil(separator)
+        lines = stuffed[2:-3]
+        if not lines:
+            return b".\r\n"
+        self._end = b".\r\n"
+        if len(lines) > self._limit:  # counted as sent, so refused as too much
+            return lines
+        return lines[:1] + lines[1:].replace(b"\r\n.", b"\r\n")
+
+    async def read(self, n: int = -1) -> bytes:
+        return await self._reader.read(n)
 
 
 async def start_smtp_server(
