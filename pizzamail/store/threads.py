@@ -122,12 +122,16 @@ async def thread_chain(db: Tx, thread_id: int, *, keep: int = 20
 
 
 async def thread_for_references(store: Store, message_ids: list[str]) -> int | None:
-    """The thread that holds any of these Message-IDs (the newest reference wins)."""
-    for mid in reversed(message_ids):
-        row = await store.fetchone("SELECT thread_id FROM messages WHERE message_id = ?", (mid,))
-        if row is not None:
-            return int(row["thread_id"])
-    return None
+    """The thread that holds any of these Message-IDs (the newest reference wins), in one read: a
+    reply names every mail of its thread before it (up to ``MAX_REFERENCES``), and a read each
+    was a hop to the reader's thread each."""
+    if not message_ids:
+        return None
+    ids = list(dict.fromkeys(message_ids))
+    rows = await store.fetchall(
+        f"SELECT message_id, thread_id FROM messages WHERE message_id IN ({', '.join('?' * len(ids))})", ids)
+    found = {str(row[0]): int(row[1]) for row in rows}
+    return next((found[mid] for mid in reversed(message_ids) if mid in found), None)
 
 
 @dataclass(frozen=True, kw_only=True)
