@@ -4,7 +4,9 @@ Both servers run in their own process with the same AUTH settings and the same e
 ``--clients`` client threads (4) each send messages over one authenticated connection. The baseline
 handler answers 250 without doing anything; pizzamail's handler parses and commits the mail's
 bytes, thread, message and run before it answers (mails arriving together share one commit). Prints
-messages per second for both and their ratio.
+messages per second for both and their ratio, and the CPU each server spent a mail (user and
+system, all its threads, while the clients sent; from /proc, so Linux only): the rates move with
+whatever else the machine runs, the CPU a mail much less.
 
     python bench/intake.py [--messages 400] [--clients 4]
 """
@@ -14,7 +16,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import email.policy
+import math
 import multiprocessing as mp
+import os
 import smtplib
 import sys
 import tempfile
@@ -78,7 +82,17 @@ def client(port: int, count: int) -> None:
             smtp.sendmail(OWNER, [BOT], message(i))
 
 
-def measure(kind: str, messages: int, clients: int = CLIENTS) -> float:
+def cpu_seconds(pid: int | None) -> float:
+    """User and system CPU of process ``pid`` so far (NaN where /proc is not there)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return math.nan
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def measure(kind: str, messages: int, clients: int = CLIENTS) -> tuple[float, float]:
+    """Messages per second, and the server's CPU milliseconds a mail."""
     with tempfile.TemporaryDirectory() as home:
         (Path(home) / "blobs").mkdir()
         ports: mp.Queue[int] = mp.Queue()
@@ -86,13 +100,14 @@ def measure(kind: str, messages: int, clients: int = CLIENTS) -> float:
         proc.start()
         port = ports.get(timeout=30)
         per_client = messages // clients
-        start = time.perf_counter()
+        cpu, start = cpu_seconds(proc.pid), time.perf_counter()
         with ThreadPoolExecutor(clients) as pool:
             list(pool.map(lambda _: client(port, per_client), range(clients)))
-        elapsed = time.perf_counter() - start
+        elapsed, cpu = time.perf_counter() - start, cpu_seconds(proc.pid) - cpu
         proc.terminate()
         proc.join()
-    return per_client * clients / elapsed
+    sent = per_client * clients
+    return sent / elapsed, 1000 * cpu / sent
 
 
 def main() -> None:
@@ -100,11 +115,11 @@ def main() -> None:
     parser.add_argument("--messages", type=int, default=400)
     parser.add_argument("--clients", type=int, default=CLIENTS)
     args = parser.parse_args()
-    baseline = measure("baseline", args.messages, args.clients)
-    ours = measure("pizzamail", args.messages, args.clients)
-    print(f"bare aiosmtpd (no-op handler): {baseline:8.1f} msg/s")
-    print(f"pizzamail durable intake:      {ours:8.1f} msg/s")
-    print(f"ratio pizzamail / baseline:    {ours / baseline:8.2f}")
+    (baseline, baseline_cpu) = measure("baseline", args.messages, args.clients)
+    (ours, ours_cpu) = measure("pizzamail", args.messages, args.clients)
+    print(f"bare aiosmtpd (no-op handler): {baseline:8.1f} msg/s  {baseline_cpu:5.2f} ms CPU a mail")
+    print(f"pizzamail durable intake:      {ours:8.1f} msg/s  {ours_cpu:5.2f} ms CPU a mail")
+    print(f"ratio pizzamail / baseline:    {ours / baseline:8.2f}        {ours_cpu / baseline_cpu:5.2f}")
 
 
 if __name__ == "__main__":

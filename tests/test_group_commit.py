@@ -7,10 +7,11 @@ import asyncio
 import email.policy
 import smtplib
 import sqlite3
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from email.message import EmailMessage
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -21,7 +22,7 @@ from pizzamail.intake.batch import GroupCommit
 from pizzamail.intake.smtp import IntakeHandler, start_smtp_server
 from pizzamail.intake.tasks import Received, Stored, record_task
 from pizzamail.mail.parse import parse_mail
-from pizzamail.store import Store, Tx
+from pizzamail.store import Statement, Store, Tx
 from pizzamail.store.blobs import Blob, BlobStore, digest_of
 from pizzamail.store.events import CommitEvent, RunQueued
 
@@ -147,6 +148,42 @@ async def test_a_mail_whose_failure_ends_the_transaction_fails_the_batch(
     # none of them is committed, and each sender is told to try again (451)
     assert all(isinstance(a, TransactionLost) for a in answers), answers
     assert (await store.fetchall("SELECT count(*) FROM messages"))[0][0] == 0
+
+
+class Sent:
+    """A transaction that notes each statement sent through it: its verb and table."""
+
+    def __init__(self, db: Tx) -> None:
+        self.db, self.statements = db, list[str]()
+
+    def execute(self, sql: str, parameters: Iterable[Any] | None = None, /) -> Statement:
+        words = sql.split()
+        table = next(words[i + 1] for i, w in enumerate(words) if w in ("FROM", "INTO", "UPDATE"))
+        self.statements.append(f"{words[0]} {table.partition('(')[0]}")
+        return self.db.execute(sql, parameters)
+
+
+async def test_a_task_is_recorded_in_one_statement_a_row(store: Store, blobs: BlobStore) -> None:
+    """Each statement is a turn of the writer's thread: a new task reads once (a duplicate? the
+    thread of its references?) and writes its thread, message, run and event; a reply in that
+    thread writes no thread of its own but moves the thread's status."""
+    first = received(mail(1, msgid="<first@client>"))
+    raw = mail(2).replace(b"Message-ID:", b"In-Reply-To: <first@client>\r\nMessage-ID:")
+    reply = received(raw)
+    sent: list[list[str]] = []
+    for task in (first, reply):
+        blob = await blobs.save(task.raw)
+        async with store.write() as db:
+            counted = Sent(db)
+            stored = await record_task(counted, task, blob)  # type: ignore[arg-type]
+        sent.append(counted.statements)
+        assert stored.run_id is not None
+    assert sent == [
+        ["SELECT messages", "INSERT threads", "INSERT messages", "INSERT runs", "INSERT events"],
+        ["SELECT messages", "INSERT messages", "INSERT runs", "UPDATE threads", "INSERT events"],
+    ]
+    [row] = await store.fetchall("SELECT count(DISTINCT thread_id), min(folder) FROM messages")
+    assert (row[0], row[1]) == (1, "INBOX")
 
 
 @pytest.fixture

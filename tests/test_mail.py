@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import email.headerregistry
+import email.utils
 import uuid
 
 import pytest
@@ -92,3 +93,28 @@ def test_a_header_value_is_parsed_once_however_often_and_in_however_many_mails_i
 def test_a_long_header_value_is_parsed_at_each_read_as_before() -> None:
     subject = "word " * 200
     assert parse_mail(f"Subject: {subject}\r\n\r\nhi\r\n".encode()).subject == subject.strip()
+
+
+def test_a_plain_subject_is_read_unparsed_and_a_users_from_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A small task's parse was mostly the stdlib reading headers: an unstructured header without
+    encoded words is its own text (the modern policy gives it back unchanged), and the same From
+    in mail after mail is read by the address grammar once."""
+    subjects, addresses = [], []
+    parse, parseaddr = email.headerregistry.UnstructuredHeader.parse, email.utils.parseaddr
+
+    def counted(cls: type, value: str, kwds: dict[str, object]) -> None:
+        subjects.append(value)
+        parse.__func__(cls, value, kwds)  # type: ignore[attr-defined]
+
+    def counted_address(value: str) -> tuple[str, str]:
+        addresses.append(value)
+        return parseaddr(value)
+
+    monkeypatch.setattr(email.headerregistry.UnstructuredHeader, "parse", classmethod(counted))
+    monkeypatch.setattr(email.utils, "parseaddr", counted_address)
+    sender, task = f"{uuid.uuid4().hex}@x", f"task {uuid.uuid4().hex}"
+    read = [parse_mail(f"From: {sender}\r\nSubject: {subject}\r\n\r\nhi\r\n".encode())
+            for subject in (task, "  a\t(b) \"c\"  ", "=?utf-8?q?caf=C3=A9?= au lait")]
+    assert [(p.subject, p.sender) for p in read] == [
+        (task, sender), ('a (b) "c"', sender), ("café au lait", sender)]
+    assert subjects == ["=?utf-8?q?caf=C3=A9?= au lait"] and addresses == [sender]

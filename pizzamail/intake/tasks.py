@@ -16,7 +16,7 @@ from pizzamail.store import Store, Tx
 from pizzamail.store.blobs import Blob, BlobStore
 from pizzamail.store.inbox import Claim
 from pizzamail.store.mailwriter import add_received, add_task, received_row
-from pizzamail.store.threads import message_exists, thread_holding
+from pizzamail.store.threads import known
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -60,11 +60,14 @@ async def record_task(db: Tx, mail: Received, blob: Blob) -> Stored:
     (a client retrying) is not stored twice; a reply joins the thread of the mail it refers to."""
     parsed = mail.parsed
     message_id = parsed.message_id or new_message_id(mail.domain)
-    if (mail.claim is not None and not await mail.claim(db)) or await message_exists(db, message_id):
+    if mail.claim is not None and not await mail.claim(db):
         return Stored(thread_id=None, run_id=None, duplicate=True)
-    thread_id = await thread_holding(db, parsed.thread_refs())
+    seen = await known(db, message_id, parsed.thread_refs())
+    if seen.duplicate:
+        return Stored(thread_id=None, run_id=None, duplicate=True)
+    thread_id = seen.thread_id
     row = received_row(parsed, blob, message_id=message_id, kind="task", sender=parsed.sender or "",
-                       body=task_text(parsed, follow_up=thread_id is not None))
+                       body=task_text(parsed, follow_up=thread_id is not None), folder=seen.folder)
     if not mail.runs:
         noted = await add_received(db, row, thread_id=thread_id, agent=mail.agent, event="mail.copied",
                                    size=len(mail.raw))

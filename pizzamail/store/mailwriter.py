@@ -49,11 +49,11 @@ def message_row(mail: Threaded, blob: Blob, *, kind: str, sender: str, direction
 
 
 def received_row(parsed: ParsedMail, blob: Blob, *, message_id: str, kind: str, sender: str,
-                 body: str) -> NewMessage:
+                 body: str, folder: str | None = None) -> NewMessage:
     """The row of a mail that came in by SMTP (read, as the user wrote it themselves)."""
     return NewMessage(message_id=message_id, in_reply_to=parsed.in_reply_to, refs=parsed.references,
                       direction="in", kind=kind, sender=sender, subject=parsed.subject, body=body,
-                      blob=blob.digest, size=blob.size, flags="\\Seen")
+                      blob=blob.digest, size=blob.size, flags="\\Seen", folder=folder)
 
 
 async def add_mail(db: Tx, thread_id: int, row: NewMessage, *, once: bool = False
@@ -71,22 +71,25 @@ async def add_task(db: Tx, row: NewMessage, *, thread_id: int | None, agent: str
     """A task received: its mail (in ``thread_id``, or a new thread in ``folder`` named after it), a
     queued run of ``agent`` (its address) for it and the ``event`` in the log. ``parent``: the run
     whose ``delegate`` call gave this task."""
+    new_thread = thread_id is None
     if thread_id is None:
         thread_id = await create_thread(db, subject=row.subject or "(no subject)", agent=agent,
-                                        folder=folder)
-    message = await add_message(db, thread_id, row)
+                                        folder=folder, status="queued")
+    message = await add_message(db, thread_id, row, thread_folder=folder if new_thread else None)
     run_id = await create_run(db, thread_id, message, source=source, agent=agent, model=model,
-                              parent=parent)
+                              parent=parent, thread_queued=new_thread)
     await log_event(db, event, thread_id=thread_id, run_id=run_id, **data)
     return Task(thread_id=thread_id, run_id=run_id, message_row=message)
 
 
 async def add_received(db: Tx, row: NewMessage, *, thread_id: int | None, agent: str,
-                       event: str, **data: Any) -> int:
-    """A received mail that starts no run (an agent only in Cc): in ``thread_id`` or a new thread,
-    so later runs there see it in their history. Returns the thread."""
+                       event: str, folder: str = "INBOX", **data: Any) -> int:
+    """A received mail that starts no run (an agent only in Cc): in ``thread_id`` or a new thread
+    (in ``folder``), so later runs there see it in their history. Returns the thread."""
+    new_thread = thread_id is None
     if thread_id is None:
-        thread_id = await create_thread(db, subject=row.subject or "(no subject)", agent=agent)
-    await add_message(db, thread_id, row)
+        thread_id = await create_thread(db, subject=row.subject or "(no subject)", agent=agent,
+                                        folder=folder)
+    await add_message(db, thread_id, row, thread_folder=folder if new_thread else None)
     await log_event(db, event, thread_id=thread_id, **data)
     return thread_id

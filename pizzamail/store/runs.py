@@ -68,18 +68,23 @@ class Step:
 async def create_run(
     db: Tx, thread_id: int, message_row: int | None, *, source: str | None = None,
     agent: str | None = None, model: str | None = None, parent: Run | None = None,
+    thread_queued: bool = False,
 ) -> int:
     """A queued run of ``agent`` (its address; None: the main agent), with ``model`` instead of the
     agent's own when given (a trigger's ``model``). ``source`` only from a trigger's own code
-    (``TriggerMail.source``), never from mail. ``parent``: the run delegating this one."""
+    (``TriggerMail.source``), never from mail. ``parent``: the run delegating this one.
+    ``thread_queued``: the thread was made ``queued`` in this transaction (its status and time
+    need no second write)."""
+    stamp = now()
     run = await insert(
         db, "INSERT INTO runs(thread_id, message_id, status, created_at, source, agent, model, parent_run,"
         " depth) VALUES (?, ?, 'queued', ?, ?, ?, ?, ?, ?)",
-        (thread_id, message_row, now(), source, agent.lower() if agent else None, model or None,
+        (thread_id, message_row, stamp, source, agent.lower() if agent else None, model or None,
          parent.id if parent else None, parent.depth + 1 if parent else 0))
-    await db.execute(
-        "UPDATE threads SET status = 'queued', updated_at = ? WHERE id = ?", (now(), thread_id)
-    )
+    if not thread_queued:
+        await db.execute(
+            "UPDATE threads SET status = 'queued', updated_at = ? WHERE id = ?", (stamp, thread_id)
+        )
     record(db, RunQueued(run=run, thread=thread_id))
     record(db, RunChanged(run=run, thread=thread_id, status="queued"))
     return run

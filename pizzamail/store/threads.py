@@ -71,12 +71,12 @@ class Thread:
     last_error: str | None = None
 
 
-async def create_thread(db: Tx, *, subject: str, agent: str, folder: str = "INBOX"
-                        ) -> int:
+async def create_thread(db: Tx, *, subject: str, agent: str, folder: str = "INBOX",
+                        status: str = "open") -> int:
     stamp = now()
     return await insert(
         db, "INSERT INTO threads(subject, agent, status, created_at, updated_at, folder)"
-        " VALUES (?, ?, 'open', ?, ?, ?)", (subject, agent, stamp, stamp, folder))
+        " VALUES (?, ?, ?, ?, ?, ?)", (subject, agent, status, stamp, stamp, folder))
 
 
 async def set_thread_status(db: Tx, thread_id: int, status: str) -> None:
@@ -85,8 +85,9 @@ async def set_thread_status(db: Tx, thread_id: int, status: str) -> None:
     )
 
 
-async def add_message(db: Tx, thread_id: int, msg: NewMessage) -> int:
-    folder = msg.folder or await _thread_folder(db, thread_id)
+async def add_message(db: Tx, thread_id: int, msg: NewMessage, *, thread_folder: str | None = None) -> int:
+    """``thread_folder``: the thread's folder, when the caller knows it (it is not read then)."""
+    folder = msg.folder or thread_folder or await _thread_folder(db, thread_id)
     message = await insert(
         db, "INSERT INTO messages(thread_id, message_id, in_reply_to, refs, direction, kind, sender,"
         " subject, body, blob, size, run_id, folder, flags, created_at)"
@@ -121,23 +122,44 @@ async def thread_chain(db: Tx, thread_id: int, *, keep: int = 20
 
 
 async def thread_for_references(store: Store, message_ids: list[str]) -> int | None:
-    """The thread that holds any of these Message-IDs (the newest reference wins)."""
-    for mid in reversed(message_ids):
-        row = await store.fetchone("SELECT thread_id FROM messages WHERE message_id = ?", (mid,))
-        if row is not None:
-            return int(row["thread_id"])
-    return None
+    """The thread that holds any of these Message-IDs (the newest reference wins), in one read: a
+    reply names every mail of its thread before it (up to ``MAX_REFERENCES``), and a read each
+    was a hop to the reader's thread each."""
+    if not message_ids:
+        return None
+    ids = list(dict.fromkeys(message_ids))
+    rows = await store.fetchall(
+        f"SELECT message_id, thread_id FROM messages WHERE message_id IN ({', '.join('?' * len(ids))})", ids)
+    found = {str(row[0]): int(row[1]) for row in rows}
+    return next((found[mid] for mid in reversed(message_ids) if mid in found), None)
 
 
-async def thread_holding(db: Tx, message_ids: list[str]) -> int | None:
-    """:func:`thread_for_references` inside the writing transaction (which sees the mails written
-    earlier in it)."""
-    for mid in reversed(message_ids):
-        async with db.execute("SELECT thread_id FROM messages WHERE message_id = ?", (mid,)) as cursor:
-            row = await cursor.fetchone()
-        if row is not None:
-            return int(row[0])
-    return None
+@dataclass(frozen=True, kw_only=True)
+class Known:
+    """What a writing transaction holds already of a mail about to be recorded (:func:`known`)."""
+
+    duplicate: bool
+    """its Message-ID is stored (a client retrying)"""
+    thread_id: int | None = None
+    """the thread of the newest of its references that is stored"""
+    folder: str | None = None
+    """that thread's folder"""
+
+
+async def known(db: Tx, message_id: str, refs: list[str]) -> Known:
+    """:func:`message_exists` and :func:`thread_for_references` in one statement, inside the writing
+    transaction (which sees the mails written earlier in it): a mail is recorded in as few
+    statements as it can be, since each costs a turn of the writer's thread."""
+    ids = list(dict.fromkeys([message_id, *refs]))
+    async with db.execute(
+        "SELECT m.message_id, m.thread_id, t.folder FROM messages m JOIN threads t ON t.id = m.thread_id"
+        f" WHERE m.message_id IN ({', '.join('?' * len(ids))})", ids
+    ) as cursor:
+        found = {str(row[0]): (int(row[1]), str(row[2])) for row in await cursor.fetchall()}
+    if message_id in found:
+        return Known(duplicate=True)
+    newest = next((found[mid] for mid in reversed(refs) if mid in found), None)
+    return Known(duplicate=False, thread_id=newest[0], folder=newest[1]) if newest else Known(duplicate=False)
 
 
 async def message_direction(db: Tx, message_id: str) -> str | None:

@@ -3,9 +3,19 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterable
+from typing import Any
 
-from pizzamail.store import Store
-from pizzamail.store.threads import list_threads
+import pytest
+
+from pizzamail.store import Row, Store
+from pizzamail.store.threads import (
+    NewMessage,
+    add_message,
+    create_thread,
+    list_threads,
+    thread_for_references,
+)
 from tests.test_threads_listing import fill
 
 
@@ -27,3 +37,29 @@ async def test_a_page_of_threads_is_the_newest(store: Store) -> None:
     await fill(store, 5)
     assert [t.id for t in await list_threads(store, limit=2)] == [5, 4]
     assert [t.id for t in await list_threads(store)] == [5, 4, 3, 2, 1]
+
+
+async def test_the_thread_of_a_replys_references_is_found_in_one_read(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A reply names every mail before it in its thread; the newest one stored names the thread."""
+    threads = []
+    for subject in ("first", "second"):
+        async with store.write() as db:
+            thread = await create_thread(db, subject=subject, agent="bot@x")
+            await add_message(db, thread, NewMessage(
+                message_id=f"{subject}@x", in_reply_to=None, refs=[], direction="in", kind="task",
+                sender="me@x", subject=subject, body="", blob="", size=0))
+        threads.append(thread)
+    fetchall, reads = store.fetchall, []
+
+    async def counted(sql: str, params: Iterable[Any] = ()) -> list[Row]:
+        reads.append(sql)
+        return await fetchall(sql, params)
+
+    monkeypatch.setattr(store, "fetchall", counted)
+    refs = ["gone-1@x", "first@x", "gone-2@x", "second@x", "gone-3@x"]
+    assert await thread_for_references(store, refs) == threads[1]
+    assert await thread_for_references(store, refs[:3]) == threads[0]
+    assert await thread_for_references(store, ["gone@x"]) is None
+    assert len(reads) == 3
