@@ -303,7 +303,7 @@ def run_parts(bench: Bench, codes: dict[str, Path], args: argparse.Namespace) ->
     if "e" in args.parts:
         print(f"(e) SMTP intake, {intake.CLIENTS} clients x 150 mails, while the runner answers them,"
               " ÷ a bare aiosmtpd no-op handler (goal: >= 0.5x)")
-        baseline = intake.measure("baseline", intake.CLIENTS * 150)
+        baseline, _ = intake.measure("baseline", intake.CLIENTS * 150)
         print(f"  bare aiosmtpd: {baseline:7.1f} msg/s")
         for name, code in codes.items():
             rate, rest = intake_busy(bench, code, intake.CLIENTS, 150)
