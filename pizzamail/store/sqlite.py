@@ -18,7 +18,7 @@ import aiosqlite
 
 from pizzamail.errors import TransactionLost
 from pizzamail.store import Cursor, Row, T, Tx, Work, migrations, now
-from pizzamail.store.commit import Outcome
+from pizzamail.store.commit import Outcome, to_the_end
 from pizzamail.store.events import CommitEvent, collecting, dropped_on_error
 from pizzamail.store.sql import SQLITE, statements
 
@@ -61,12 +61,20 @@ class SqliteBackend:
 
     @asynccontextmanager
     async def transaction(self, *, serial: bool = True) -> AsyncIterator[Tx]:
-        """Always serial (one writer). aiosqlite runs statements in order on its own thread, so a
-        rollback queued after a BEGIN whose await was cancelled still follows it (and is a no-op
-        when none is open)."""
-        assert self._writer is not None, "store is not open"
-        await self._writer.execute("BEGIN IMMEDIATE")
-        yield self._writer
+        """Always serial (one writer). A BEGIN whose caller is cancelled still runs (aiosqlite's
+        queue): it is waited for and rolled back, or the connection would stay in a transaction
+        that nobody ends, and the next writer's BEGIN fails."""
+        writer = self._writer
+        assert writer is not None, "store is not open"
+        begin = asyncio.ensure_future(writer.execute("BEGIN IMMEDIATE"))
+        try:
+            await asyncio.shield(begin)
+        except asyncio.CancelledError:
+            await asyncio.wait([begin])
+            if not begin.cancelled() and begin.exception() is None:
+                await to_the_end(writer.execute("ROLLBACK"))
+            raise
+        yield writer
 
     async def at_once(self, works: list[Work[Any]]) -> tuple[list[Outcome], list[CommitEvent]]:
         """:meth:`Store.write_at_once`: a batch of works in one transaction, in one step of the

@@ -150,3 +150,20 @@ async def test_works_at_once_arriving_together_share_one_commit_and_each_fails_a
     rows = await store.fetchall("SELECT id, subject FROM threads ORDER BY id")
     assert [(r[0], r[1]) for r in rows] == [(answers[0], "one"), (answers[2], "two")]
     assert commits == [[RunQueued(run=0, thread=answers[0]), RunQueued(run=0, thread=answers[2])]]
+
+
+@pytest.mark.parametrize("store_backend", ["sqlite"])  # SQLite's one writer connection
+async def test_a_write_cancelled_during_its_begin_leaves_no_transaction_open(store: Store) -> None:
+    async def body() -> None:
+        async with store.write() as db:
+            await create_thread(db, subject="never", agent="bot@x")
+
+    for _ in range(20):  # the BEGIN is on its way to the writer's thread when the cancel comes
+        cancelled = asyncio.create_task(body())
+        await asyncio.sleep(0)
+        cancelled.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await cancelled
+        thread = await store.write_at_once(lambda db: create_thread(db, subject="next", agent="bot@x"))
+        assert thread > 0
+    assert [r[0] for r in await store.fetchall("SELECT DISTINCT subject FROM threads")] == ["next"]
