@@ -243,11 +243,6 @@ async def mail_entry(store: Store, folder_id: int, uid: int) -> MailRow | None:
     return _mail(row) if row else None
 
 
-async def uid_named(store: Store, folder_id: int, name: str) -> int | None:
-    row = await store.fetchone("SELECT uid FROM mail WHERE folder_id = ? AND name = ?", (folder_id, name))
-    return int(row["uid"]) if row else None
-
-
 async def uids_named(store: Store, folder_id: int, names: list[str]) -> dict[str, int]:
     """The UIDs of those names that are indexed in the folder."""
     found: dict[str, int] = {}
