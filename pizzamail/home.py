@@ -145,13 +145,18 @@ def write_private(path: Path, data: bytes) -> None:
     """Write a file readable only by the user, atomically (tmp, fsync, rename). The temporary name
     carries the process id: two processes may write the same file (a blob) at once."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    write_synced(tmp, data)
+    os.replace(tmp, path)
+
+
+def write_synced(path: Path, data: bytes) -> None:
+    """``data`` in a new file readable only by the user, fsynced (not yet renamed into its place)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     try:
         os.write(fd, data)
         os.fsync(fd)
     finally:
         os.close(fd)
-    os.replace(tmp, path)
 
 
 A = TypeVar("A")

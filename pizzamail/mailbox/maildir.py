@@ -12,7 +12,7 @@ import shutil
 import time
 from pathlib import Path
 
-from pizzamail.home import fsync_path, side_by_side
+from pizzamail.home import fsync_path, side_by_side, write_synced
 
 SUBDIRS = ("tmp", "new", "cur")
 
@@ -103,12 +103,7 @@ def write_all(folder: Path, mails: list[tuple[str, bytes, int, set[str]]]) -> li
 
 def _written_tmp(mail: tuple[Path, bytes, int]) -> None:
     tmp, data, mtime = mail
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        os.write(fd, data)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    write_synced(tmp, data)
     os.utime(tmp, (mtime, mtime))
 
 
