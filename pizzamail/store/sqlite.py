@@ -130,7 +130,7 @@ def _part(conn: sqlite3.Connection, tx: _InThread, work: Work[Any]) -> Outcome:
     conn.execute("SAVEPOINT work")
     try:
         with dropped_on_error(tx):
-            result = _to_the_end(work(tx))
+            result = _run_through(work(tx))
     except Exception as failed:
         if not conn.in_transaction:
             raise TransactionLost() from failed
@@ -141,7 +141,7 @@ def _part(conn: sqlite3.Connection, tx: _InThread, work: Work[Any]) -> Outcome:
     return True, result
 
 
-def _to_the_end(step: Coroutine[Any, Any, T]) -> T:
+def _run_through(step: Coroutine[Any, Any, T]) -> T:
     """Run a coroutine whose awaits all finish at once (statements of :class:`_InThread`)."""
     try:
         step.send(None)
