@@ -9,7 +9,7 @@ server (``FakeOpenAI``) as its provider, and talks to it over loopback as a mail
     task filed in INBOX, the model request, the reply filed);
 (b) idle CPU of serve with ``[runner] concurrency = 256`` and with 1, side by side, over ``--idle``
     seconds (utime + stime from /proc/PID/stat), in % of one core;
-(c) RSS (VmRSS) after 200 runs on the 0-latency model;
+(c) RSS after 200 runs on the 0-latency model, of serve and its runner process (and their PSS);
 (d) 200 runs on a 1-second model (concurrency 256), submitted by one SMTP client: wall time from
     the last submission until every run is done ÷ 1 s, ms per mail of that client while the runs
     work, and how many runs waited on the model at once (intake's pace bounds it);
@@ -49,6 +49,14 @@ from tests.fakes.openai_server import FakeOpenAI, Recorded, Scripted, slow, text
 
 REPO = Path(__file__).resolve().parents[1]
 THINKING = 1.0  # seconds the slow model takes for (d)
+
+
+@dataclass(frozen=True)
+class Code:
+    """A checkout measured, and whether its runs work in a process of their own ([runner] separate)."""
+
+    path: Path
+    separate: bool = False
 
 
 @dataclass(kw_only=True)
@@ -100,14 +108,16 @@ class Bench:
         return scripted
 
     @contextmanager
-    def serving(self, code: Path, concurrency: int | None = None, delay: float = 0.0) -> Iterator[Serve]:
+    def serving(self, code: Code, concurrency: int | None = None, delay: float = 0.0) -> Iterator[Serve]:
         self.fake.script([], then=self.answer(delay))
         home = self.root / f"home-{time.time_ns()}"
         write_config(home, base_url=self.fake.base_url)
-        if concurrency is not None:
+        runner = [*([f"concurrency = {concurrency}"] if concurrency is not None else []),
+                  *(["separate = true"] if code.separate else [])]
+        if runner:
             with (home / "config.toml").open("a") as config:
-                config.write(f"[runner]\nconcurrency = {concurrency}\n")
-        served = Serve(home=home, env=serve_env(home), code=code).launch()
+                config.write("[runner]\n" + "".join(f"{line}\n" for line in runner))
+        served = Serve(home=home, env=serve_env(home), code=code.path).launch()
         try:
             yield served
         finally:
@@ -143,7 +153,7 @@ class Idle:
         self.imap.logout()
 
 
-def latency(bench: Bench, code: Path, tasks: int) -> dict[str, list[float]]:
+def latency(bench: Bench, code: Code, tasks: int) -> dict[str, list[float]]:
     with bench.serving(code) as served:
         idle = Idle(served)
         smtp = smtplib.SMTP("127.0.0.1", served.smtp, timeout=30)
@@ -189,19 +199,51 @@ def show_latency(name: str, marks: dict[str, list[float]]) -> None:
 # -- (b) idle CPU, (c) memory ------------------------------------------------------------------------
 
 
+def tree(pid: int) -> list[int]:
+    """``pid`` and its descendants (serve and its runner process)."""
+    parents: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:  # ended meanwhile
+            continue
+        parents.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    found, pending = [], [pid]
+    while pending:
+        found.append(current := pending.pop())
+        pending.extend(parents.get(current, ()))
+    return found
+
+
 def cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    """CPU time of ``pid`` and its descendants, with the ones that ended and were waited for."""
+    total = 0
+    for each in tree(pid):
+        fields = Path(f"/proc/{each}/stat").read_text().rsplit(")", 1)[1].split()
+        total += sum(int(f) for f in fields[11:15])
+    return total / os.sysconf("SC_CLK_TCK")
 
 
 def rss_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
+    """Resident memory of ``pid`` and its descendants (serve and its runner process), in MB."""
+    return _memory(pid, "Rss:")
 
 
-def idle_cpu(bench: Bench, code: Path, seconds: float) -> dict[int, float]:
+def pss_mb(pid: int) -> float:
+    """The same, with the pages they share counted once (proportional set size)."""
+    return _memory(pid, "Pss:")
+
+
+def _memory(pid: int, field: str) -> float:
+    total = 0
+    for each in tree(pid):
+        for line in Path(f"/proc/{each}/smaps_rollup").read_text().splitlines():
+            if line.startswith(field):
+                total += int(line.split()[1])
+    return total / 1024
+
+
+def idle_cpu(bench: Bench, code: Code, seconds: float) -> dict[int, float]:
     """% of one core used by an idle serve, at concurrency 256 and 1 over the same seconds."""
     with bench.serving(code, 256) as many, bench.serving(code, 1) as one:
         time.sleep(2)  # the start's own work settles
@@ -219,17 +261,18 @@ def submit(port: int, password: str, count: int, tag: str) -> float:
     return time.perf_counter()
 
 
-def memory(bench: Bench, code: Path, runs: int) -> float:
+def memory(bench: Bench, code: Code, runs: int) -> tuple[float, float]:
+    """RSS and PSS (MB) after ``runs`` runs."""
     with bench.serving(code) as served:
         submit(served.smtp, served.password, runs, "m")
         served.until_done(runs)
-        return rss_mb(served.pid)
+        return rss_mb(served.pid), pss_mb(served.pid)
 
 
 # -- (d) many runs at once, (e) intake while the runner works ------------------------------------------
 
 
-def many(bench: Bench, code: Path, runs: int) -> tuple[float, float, float, int]:
+def many(bench: Bench, code: Code, runs: int) -> tuple[float, float, float, int]:
     """(wall after the last submission ÷ the model's second, ms per mail while runs work, RSS MB,
     most model requests in flight at once)."""
     with bench.serving(code, 256, delay=THINKING) as served:
@@ -248,7 +291,7 @@ def in_flight(asked: list[float]) -> int:
                default=0)
 
 
-def intake_busy(bench: Bench, code: Path, clients: int, per_client: int) -> tuple[float, float]:
+def intake_busy(bench: Bench, code: Code, clients: int, per_client: int) -> tuple[float, float]:
     """msg/s of ``clients`` SMTP clients while the runner answers every mail, and the seconds from
     the last mail's 250 until every run is done."""
     with bench.serving(code) as served:
@@ -271,15 +314,18 @@ def main() -> None:
     parser.add_argument("--idle", type=float, default=10.0, help="(b) seconds of idle CPU measured")
     parser.add_argument("--runs", type=int, default=200, help="(c), (d) runs")
     parser.add_argument("--against", type=Path, help="a second checkout measured side by side")
+    parser.add_argument("--separate", action="store_true",
+                        help="this checkout with [runner] separate = true too, side by side")
     args = parser.parse_args()
     os.environ["PYTHON_KEYRING_BACKEND"] = "keyring.backends.fail.Keyring"  # the homes' secrets are files
-    codes = {"this": REPO, **({"against": args.against.resolve()} if args.against else {})}
+    codes = {"this": Code(REPO), **({"this, separate": Code(REPO, True)} if args.separate else {}),
+             **({"against": Code(args.against.resolve())} if args.against else {})}
     with tempfile.TemporaryDirectory() as tmp, FakeOpenAI(keep_alive=True) as fake:
         bench = Bench(root=Path(tmp), fake=fake)
         run_parts(bench, codes, args)
 
 
-def run_parts(bench: Bench, codes: dict[str, Path], args: argparse.Namespace) -> None:
+def run_parts(bench: Bench, codes: dict[str, Code], args: argparse.Namespace) -> None:
     if "a" in args.parts:
         print("(a) mail -> reply visible to an IDLE client, 0-latency model (goal: p50 < 30 ms)")
         for name, code in codes.items():
@@ -290,9 +336,10 @@ def run_parts(bench: Bench, codes: dict[str, Path], args: argparse.Namespace) ->
             cpu = idle_cpu(bench, code, args.idle)
             print(f"  {name}: concurrency 256: {cpu[256]:5.2f} %   concurrency 1: {cpu[1]:5.2f} %")
     if "c" in args.parts:
-        print(f"(c) RSS of serve after {args.runs} runs (goal: < 120 MB)")
+        print(f"(c) RSS of serve (and its runner process) after {args.runs} runs (goal: < 120 MB)")
         for name, code in codes.items():
-            print(f"  {name}: {memory(bench, code, args.runs):6.1f} MB")
+            rss, pss = memory(bench, code, args.runs)
+            print(f"  {name}: {rss:6.1f} MB   (PSS {pss:6.1f} MB)")
     if "d" in args.parts:
         print(f"(d) {args.runs} runs at once on a {THINKING:g}-s model, concurrency 256, one SMTP client"
               " (goals: wall after the last submission ÷ 1 s < 1.5; < 10 ms per mail)")

@@ -45,6 +45,7 @@ from pizzamail.onboard import Listeners
 from pizzamail.remote.account import mailbox_password
 from pizzamail.remote.box import RemoteMailbox
 from pizzamail.runner import Runner
+from pizzamail.runner.apart import RunnerProcess
 from pizzamail.secrets import SecretStore
 from pizzamail.skills.tools import SkillSource
 from pizzamail.store import Store
@@ -52,6 +53,7 @@ from pizzamail.store.blobs import BlobStore
 from pizzamail.store.events import ActionDecided, Follow, MessageAdded, Resync, RunChanged
 from pizzamail.store.leader import Leadership, hold_for
 from pizzamail.store.location import blobs_for, store_for, workspaces_for
+from pizzamail.store.sql import SQLITE
 from pizzamail.tools import ToolRegistry
 from pizzamail.tools.builtins import Builtins
 from pizzamail.tools.mcp import McpHub
@@ -171,16 +173,17 @@ class Service:
             log.info("demo data: %d thread(s) added", await add_demo_data(store, blobs, self.config))
             await filer.run()
         composer = Composer(config=self.config)
-        hub = mcp_hub(self.home, self.config, self.secrets)
         approvals = Approvals(store=store, blobs=blobs, mailbox=mailbox, config=self.config,
                               composer=composer, file_mail=filer.run, secrets=self.secrets,
                               keeps_action=lambda: leadership.leading)
-        tools = agent_tools(self.home, self.config, store, blobs, composer, hub)
-        runner = Runner(
-            store=store, mailbox=mailbox, blobs=blobs, config=self.config, secrets=self.secrets,
-            filer=filer, composer=composer, tools=tools,
-            workspaces=workspaces_for(self.home, store), approvals=approvals,
-        )
+        hub = None if self._runner_apart(store) else mcp_hub(self.home, self.config, self.secrets)
+        runner: AbstractAsyncContextManager[object] = RunnerProcess(home=self.home, store=store) \
+            if hub is None else Runner(
+                store=store, mailbox=mailbox, blobs=blobs, config=self.config, secrets=self.secrets,
+                filer=filer, composer=composer,
+                tools=agent_tools(self.home, self.config, store, blobs, composer, hub),
+                workspaces=workspaces_for(self.home, store), approvals=approvals,
+            )
         # before IMAP serves: a request copy a crash left unrecorded is recorded before the user
         # can delete it (a deletion means "ignore" only for a copy known to have been delivered)
         if leadership.leading:
@@ -196,7 +199,7 @@ class Service:
             *(led(name, make) for name, make in mail_follows(store, filer, approvals).items()),
             # one status mail per run in Activity; reconciled before the runner resumes runs
             led("the Activity board", lambda: LiveBoard(board=board, events=store.events)),
-            hub,  # MCP servers: stopped after the runner
+            *((hub,) if hub else ()),  # MCP servers: stopped after the runner (a runner process has its own)
             # before the runner resumes runs
             led("the scheduler", lambda: Scheduler(store=store, blobs=blobs, config=self.config)),
             runner,
@@ -213,11 +216,17 @@ class Service:
             await stack.enter_async_context(led("the INBOX reader", lambda: inbox_reader(
                 self.config, store=store, blobs=blobs, approvals=approvals, secrets=self.secrets)))
         leadership.announce()
-        for name, connection in hub.connections.items():
+        for name, connection in (hub.connections if hub else {}).items():
             log.info("MCP server %s: %s%s", name, connection.status,
                      f" ({connection.error})" if connection.error else "")
         assert servers.listening is not None
         return servers.listening
+
+    def _runner_apart(self, store: Store) -> bool:
+        """Runs work in a process of their own (:mod:`pizzamail.runner.apart`): asked for, on a SQLite
+        home (PostgreSQL has ``pizzamail worker``s for that), unless serve works on no runs."""
+        runner = self.config.runner
+        return runner.separate and store.dialect == SQLITE and runner.concurrency != 0
 
     async def _remote(self, stack: AsyncExitStack, store: Store) -> RemoteMailbox:
         """The user's own account, logged in (a problem stops the start, naming its fix)."""

@@ -1,5 +1,7 @@
 """``pizzamail worker``: a process that runs only the runner, beside the front (``serve``), on any
-machine that reaches the PostgreSQL store.
+machine that reaches the PostgreSQL store; or, on a SQLite home with ``[runner] separate``, the
+runner process ``serve`` starts beside itself (:mod:`pizzamail.runner.apart`), joined to it by a
+socket that carries the commit events both ways (:mod:`pizzamail.store.relay`).
 
 A worker starts the store, the MCP servers, skills and model providers as ``serve`` does for its
 runner, and nothing else: no SMTP, IMAP or HTTP listener, no Maildir, no lock on the home (several
@@ -12,6 +14,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import socket
 from collections.abc import Callable
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, replace
@@ -25,14 +29,16 @@ from pizzamail.runner import Runner
 from pizzamail.secrets import SecretStore
 from pizzamail.service import agent_tools, mcp_hub
 from pizzamail.store.location import blobs_for, store_for, workspaces_for
+from pizzamail.store.relay import Relay
 
 log = logging.getLogger("pizzamail.worker")
 
 
-def worker_config(config: Config, concurrency: int | None) -> Config:
+def worker_config(config: Config, concurrency: int | None, *, beside_serve: bool = False) -> Config:
     """``config`` as a worker runs it (``concurrency`` overrides ``[runner] concurrency``), or the
-    one line that says why a worker cannot run on it."""
-    if not config.store.url:
+    one line that says why a worker cannot run on it. ``beside_serve``: serve's own runner process,
+    on the home's SQLite file too."""
+    if not config.store.url and not beside_serve:
         raise PizzamailError(
             "workers share a PostgreSQL store: set [store] url in config.toml (postgresql://USER@HOST/DB);"
             " with SQLite, `pizzamail serve` runs the runner itself")
@@ -49,6 +55,10 @@ class Worker:
     config: Config
     """as :func:`worker_config` made it"""
     secrets: SecretStore
+    events_fd: int | None = None
+    """serve's runner process: the socket to serve that carries the commit events (when it closes,
+    serve is gone, and so is this process at once, as if killed with it: serve's next start, or its
+    next runner process, resumes the runs from their checkpoints)"""
 
     async def run(self, stop: asyncio.Event, ready: Callable[[], None]) -> None:
         async with AsyncExitStack() as stack:
@@ -58,10 +68,13 @@ class Worker:
             log.info("stopping")
 
     async def _start(self, stack: AsyncExitStack) -> None:
-        """The store, then the MCP servers, then the runner (they stop in reverse)."""
+        """The store (and serve's relay), then the MCP servers, then the runner (they stop in reverse)."""
         config, home = self.config, self.home
         store = await stack.enter_async_context(store_for(home, config, self.secrets))
-        blobs = blobs_for(home, store)  # in the database: no shared disk between machines
+        if self.events_fd is not None:
+            serve = socket.socket(fileno=self.events_fd)
+            await stack.enter_async_context(Relay(events=store.events, sock=serve, closed=_serve_gone))
+        blobs = blobs_for(home, store)  # PostgreSQL: in the database, no shared disk between machines
         composer = Composer(config=config)
         hub = await stack.enter_async_context(mcp_hub(home, config, self.secrets))
         # no mailbox: the front files the mail and keeps Action, following the commit events
@@ -75,3 +88,9 @@ class Worker:
         for name, connection in hub.connections.items():
             log.info("MCP server %s: %s%s", name, connection.status,
                      f" ({connection.error})" if connection.error else "")
+
+
+def _serve_gone() -> None:
+    log.warning("serve is gone; its runner process ends with it")
+    logging.shutdown()
+    os._exit(1)

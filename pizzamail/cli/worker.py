@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
 from typing import TYPE_CHECKING
 
@@ -21,21 +22,27 @@ if TYPE_CHECKING:
 @click.option("--concurrency", type=click.IntRange(min=1), metavar="N",
               help="Runs worked on at the same time (default: [runner] concurrency).")
 @click.option("-v", "--verbose", is_flag=True, help="Log debug detail to the terminal too.")
+@click.option("--beside-serve", type=int, metavar="FD", hidden=True,
+              help="serve's own runner process, its commit events on this socket ([runner] separate).")
 @click.pass_obj
-def worker(app: App, concurrency: int | None, verbose: bool) -> None:
+def worker(app: App, concurrency: int | None, verbose: bool, beside_serve: int | None) -> None:
     """Work on queued runs beside a `serve` that shares the PostgreSQL store, until Ctrl-C."""
     from pizzamail.providers.registry import check_kinds
+    from pizzamail.runner.apart import NICENESS
     from pizzamail.worker import Worker, worker_config
 
-    config = worker_config(app.config, concurrency)
+    config = worker_config(app.config, concurrency, beside_serve=beside_serve is not None)
     with usable(app.home):
         app.home.create_dirs()
         setup_logging(app.home.logs, verbose=verbose, name=WORKER_LOG_FILE)
     check_kinds(config)
-    asyncio.run(_work(app, Worker(home=app.home, config=config, secrets=app.secrets)))
+    if beside_serve is not None:
+        os.nice(NICENESS)
+    asyncio.run(_work(app, Worker(home=app.home, config=config, secrets=app.secrets, events_fd=beside_serve),
+                      quiet=beside_serve is not None))
 
 
-async def _work(app: App, worker: Worker) -> None:
+async def _work(app: App, worker: Worker, *, quiet: bool) -> None:
     from pizzamail.runner.dispatch import runs_at_once
     from pizzamail.store.location import store_place
 
@@ -45,6 +52,8 @@ async def _work(app: App, worker: Worker) -> None:
         loop.add_signal_handler(sig, stop.set)
 
     def ready() -> None:
+        if quiet:  # serve's runner process: serve has said all of it
+            return
         config = worker.config
         click.echo(f"pizzamail worker: store {store_place(config.store.url)},"
                    f" {runs_at_once(config, app.secrets)} run(s) at a time")
@@ -52,4 +61,5 @@ async def _work(app: App, worker: Worker) -> None:
         click.echo("pizzamail worker is ready. Stop it with Ctrl-C.")
 
     await worker.run(stop, ready)
-    click.echo("pizzamail worker stopped.")
+    if not quiet:
+        click.echo("pizzamail worker stopped.")

@@ -85,6 +85,9 @@ class RunnerSettings:
     delegation_depth: Count = setting(
         2, "most delegations in a row: a run this many delegations away from the user's task is"
            " not offered `delegate`")
+    separate: StrictBool = setting(
+        False, "work on runs in a process of their own beside serve (a SQLite home): taking and"
+               " serving mail keeps serve's process to itself while runs work")
 
     def runs_at_once(self, *, embedded_model: bool) -> int:
         """``concurrency`` when config.toml sets it; else one run at a time for the embedded model (one

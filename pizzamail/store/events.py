@@ -173,13 +173,30 @@ class Events:
 
     _subscribers: defaultdict[type[CommitEvent], list[Callable[[Any], None]]] = field(
         default_factory=lambda: defaultdict(list))
+    _relays: list[Callable[[list[CommitEvent]], None]] = field(default_factory=list)
 
     def subscribe(self, kind: type[E], callback: Callable[[E], None]) -> Callable[[], None]:
         """Call ``callback`` with each committed event of ``kind``; returns the unsubscribe."""
         self._subscribers[kind].append(callback)
         return lambda: self._subscribers[kind].remove(callback)
 
-    def publish(self, events: Iterable[CommitEvent]) -> None:
+    def relay(self, callback: Callable[[list[CommitEvent]], None]) -> Callable[[], None]:
+        """Call ``callback`` with the events of each commit made here (not those heard from other
+        processes), to pass them on to other processes; returns the unsubscribe."""
+        self._relays.append(callback)
+        return lambda: self._relays.remove(callback)
+
+    def publish(self, events: Iterable[CommitEvent], *, heard: bool = False) -> None:
+        """Tell the subscribers; ``heard``: the events of another process's commit, which relays
+        do not pass on again."""
+        if self._relays and not heard:
+            batch = list(events)
+            for relay in list(self._relays):
+                try:
+                    relay(batch)
+                except Exception:
+                    log.exception("a relay of commit events failed")
+            events = batch
         for event in events:
             for callback in list(self._subscribers.get(type(event), ())):
                 try:

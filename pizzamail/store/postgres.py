@@ -284,7 +284,7 @@ class PostgresBackend:
                     delay = 0.5
                     if lost:
                         lost = False
-                        self.events.publish([Resync()])
+                        self.events.publish([Resync()], heard=True)
                     async for note in conn.notifies():
                         self._heard(note.payload)
             except asyncio.CancelledError:
@@ -304,4 +304,4 @@ class PostgresBackend:
             log.warning("store: a notification that is not pizzamail's was ignored")
             return
         if origin != self._origin:
-            self.events.publish(events)
+            self.events.publish(events, heard=True)

@@ -86,12 +86,13 @@ class Served:
             lines.put(line.rstrip("\n"))
         lines.put(None)
 
-    def wait_for(self, needle: str | re.Pattern[str], timeout: float = 30) -> str:
-        """Block until the server prints a line containing ``needle`` (or a match of it)."""
+    def wait_for(self, needle: str | re.Pattern[str], timeout: float = 30, *, after: int = 0) -> str:
+        """Block until the server prints a line containing ``needle`` (or a match of it), among its
+        lines after the first ``after``."""
         def found(line: str) -> bool:
             return needle in line if isinstance(needle, str) else needle.search(line) is not None
 
-        for line in self.output:
+        for line in self.output[after:]:
             if found(line):
                 return line
         while (printed := self._lines.get(timeout=timeout)) is not None:

@@ -1,0 +1,121 @@
+"""``[runner] separate``: runs work in a process of their own beside serve, on a SQLite home."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import sqlite3
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.harness import Served, serve_env, task_mail, write_config
+from tests.e2e.test_roundtrip import connect, fetch_all, idle_until_exists
+from tests.fakes.openai_server import FakeOpenAI, gated, text
+
+STARTED = re.compile(r"runner process (\d+) started")
+
+
+@pytest.fixture
+def apart(tmp_path: Path, fake_openai: FakeOpenAI) -> Iterator[Served]:
+    home = tmp_path / "home"
+    write_config(home, base_url=fake_openai.base_url)
+    with (home / "config.toml").open("a") as config:
+        config.write("\n[runner]\nseparate = true\n")
+    server = Served(home=home, env=serve_env(home))
+    yield server
+    if server.proc is not None:
+        server.stop()
+
+
+def runner_pid(served: Served, *, after: int = 0) -> int:
+    """The pid of the first runner process serve started after its first ``after`` lines of output."""
+    found = STARTED.search(served.wait_for(STARTED, timeout=60, after=after))
+    assert found is not None
+    return int(found[1])
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # a zombie is dead too: its parent (gone) has not reaped it yet
+    return Path(f"/proc/{pid}/stat").read_text().split(") ", 1)[1][0] != "Z"
+
+
+def replies(served: Served) -> list[str]:
+    found = []
+    for _, message in fetch_all(served):
+        if message["X-Pizzamail-Run"]:
+            body = message.get_body(("plain",))
+            assert body is not None
+            found.append(body.get_content())
+    return found
+
+
+async def test_a_task_is_answered_by_the_runner_process_and_the_reply_is_pushed_to_idle(
+    apart: Served, fake_openai: FakeOpenAI
+) -> None:
+    fake_openai.script([text("Answered next door.")])
+    apart.start()
+    pid = runner_pid(apart)
+    assert apart.proc is not None and pid != apart.proc.pid
+    client = await connect(apart)
+    apart.send(task_mail("Count the open issues."))
+    await idle_until_exists(client, 2)  # the task, then its reply, filed by serve from the relayed events
+    await client.logout()
+    assert [r for r in replies(apart) if "Answered next door." in r]
+    assert "run 1 done" in (apart.home / "logs" / "worker.log").read_text()
+    assert "run 1 done" not in (apart.home / "logs" / "pizzamail.log").read_text()
+    assert apart.stop() == 0
+    assert not alive(pid)  # stopped with serve
+
+
+async def test_a_runner_process_killed_mid_run_is_started_again_and_replies_once(
+    apart: Served, fake_openai: FakeOpenAI
+) -> None:
+    never = threading.Event()
+    fake_openai.script([gated(text("lost answer"), never), text("The answer, after the kill.")])
+    apart.start()
+    first = runner_pid(apart)
+    apart.send(task_mail("Count the open issues."))
+    fake_openai.wait_requests(1)  # the run waits on the model, in the runner process
+    mark = len(apart.output)
+    os.kill(first, signal.SIGKILL)
+    apart.wait_for("the runner process ended", after=mark)
+    assert runner_pid(apart, after=mark) != first
+    client = await connect(apart)
+    await idle_until_exists(client, 2)  # the task and its one reply
+    await client.logout()
+    fake_openai.wait_requests(2)
+    assert apart.proc is not None and apart.proc.poll() is None  # serve itself never stopped
+    answers = replies(apart)
+    assert len(answers) == 1 and "after the kill" in answers[0]
+    with sqlite3.connect(apart.home / "state.db") as db:
+        assert db.execute("SELECT status, attempts FROM runs").fetchall() == [("done", 1)]
+        assert db.execute("SELECT count(*) FROM messages WHERE direction = 'out'").fetchone() == (1,)
+
+
+async def test_serve_killed_takes_its_runner_process_with_it_and_the_next_start_replies_once(
+    apart: Served, fake_openai: FakeOpenAI
+) -> None:
+    never = threading.Event()
+    fake_openai.script([gated(text("lost answer"), never), text("The answer, after the crash.")])
+    apart.start()
+    pid = runner_pid(apart)
+    apart.send(task_mail("Count the open issues."))
+    fake_openai.wait_requests(1)
+    assert apart.stop(signal.SIGKILL) == -signal.SIGKILL  # returns once nobody holds serve's output
+    assert not alive(pid)
+
+    apart.start()
+    client = await connect(apart)
+    await idle_until_exists(client, 2)
+    await client.logout()
+    fake_openai.wait_requests(2)
+    answers = replies(apart)
+    assert len(answers) == 1 and "after the crash" in answers[0]
