@@ -450,7 +450,7 @@ class Runner:
         if waiting is not None:
             return waiting
         await self._delegation.settle(run, transcript)
-        provider = self._models.provider(run.model or agent.model)
+        provider = self._models.provider(run.model or agent.model, run.id)
         notice = getattr(provider, "notice", None)
         if notice:
             self._notices[run.id] = str(notice)

@@ -338,7 +338,7 @@ async def test_a_burst_of_queued_runs_is_claimed_in_two_claims_not_one_each(
     assert sorted(r for claim in claimed for r in claim) == queued
 
 
-async def test_runs_share_one_http_client_closed_with_the_runner(
+async def test_runs_share_a_few_http_clients_closed_with_the_runner(
     harness: Harness, fake_openai: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     made: list[httpx.AsyncClient] = []
@@ -349,10 +349,12 @@ async def test_runs_share_one_http_client_closed_with_the_runner(
 
     monkeypatch.setattr(models, "new_client", counted)
     fake_openai.script([], then=lambda request: text("answered"))
-    queued = [await harness.task(f"task {n}", subject=f"Task {n}") for n in range(3)]
+    runs = models.CLIENTS + 3
+    queued = [await harness.task(f"task {n}", subject=f"Task {n}") for n in range(runs)]
     async with harness.running(provider_factory=None, secrets=harness.secrets) as runner:
         for run_id in queued:
             assert await asyncio.wait_for(runner.wait_for(run_id), TIMEOUT) == "done"
-        assert len(made) == 1 and not made[0].is_closed  # every run's requests went through it
-    assert made[0].is_closed
-    assert len(fake_openai.requests) == 3
+        # one per lane of runs, each made at its first use: later runs reuse their lane's client
+        assert len(made) == models.CLIENTS and not any(client.is_closed for client in made)
+    assert all(client.is_closed for client in made)
+    assert len(fake_openai.requests) == runs
