@@ -5,8 +5,9 @@
   Activity board need of a mailbox (also provided by :mod:`pizzamail.remote` in IMAP mode)
 - :mod:`~pizzamail.mailbox.box`: :class:`Mailbox`, Maildir files indexed in the store (``serve``)
 - :mod:`~pizzamail.mailbox.memory`: :class:`MemoryMailbox`, everything in dicts (transcript tests)
-- :mod:`~pizzamail.mailbox.maildir`: the files themselves; :mod:`~pizzamail.mailbox.filing`: stored
-  messages into their folders
+- :mod:`~pizzamail.mailbox.maildir`: the files themselves (:mod:`~pizzamail.mailbox.spares`: the
+  files of expunged messages, written again by the next deliveries); :mod:`~pizzamail.mailbox.filing`:
+  stored messages into their folders
 """
 
 from __future__ import annotations

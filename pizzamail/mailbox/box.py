@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
 from pizzamail.errors import FolderError
-from pizzamail.mailbox import maildir
+from pizzamail.mailbox import maildir, spares
 from pizzamail.mailbox.folders import STANDARD_FOLDERS, check_names
 from pizzamail.mailbox.index import ChangeEvents
 from pizzamail.mailbox.writing import Delivery
@@ -113,6 +113,7 @@ class Mailbox:
         async with self.store.write() as db:
             await index.delete_folder(db, folder.id)
         await asyncio.to_thread(maildir.remove_folder, self.path(folder))
+        spares.forget(self.path(folder))
         self._changes.changed(folder.id)
 
     @_whole
@@ -126,6 +127,7 @@ class Mailbox:
                 await index.rename_folder(db, f.id, name)
             await asyncio.to_thread(self._rename_all, [(self.path(f), self.path(name)) for f, name in moves])
         for f, _ in moves:
+            spares.forget(self.path(f))
             self._changes.changed(f.id)
 
     def _rename_all(self, moves: list[tuple[Path, Path]]) -> None:
@@ -346,7 +348,8 @@ class Mailbox:
             if not rows:
                 return []
             await index.forget_mail(db, folder.id, [r.uid for r in rows])
-            await asyncio.to_thread(maildir.unlink_each, [self.file_path(folder, row) for row in rows])
+            files = [self.file_path(folder, row) for row in rows]
+            await asyncio.to_thread(spares.retire, self.path(folder), files)
         self._changes.changed(folder.id)
         return [r.uid for r in rows]
 
@@ -386,6 +389,7 @@ class Mailbox:
         are dropped; Maildir flag letters changed by another program are taken over.
         Returns (added, removed).
         """
+        await asyncio.to_thread(spares.adopt, self.path(folder))
         files = await asyncio.to_thread(maildir.scan, self.path(folder))
         indexed = {r.name: r for r in await self.messages(folder)}
         gone = [r.uid for name, r in indexed.items() if name not in files]

@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 from pizzamail.home import fsync_path, side_by_side, write_synced
+from pizzamail.mailbox import spares
 
 SUBDIRS = ("tmp", "new", "cur")
 
@@ -103,6 +104,7 @@ def write_all(folder: Path, mails: list[tuple[str, bytes, int, set[str]]]) -> li
 
 def _written_tmp(mail: tuple[Path, bytes, int]) -> None:
     tmp, data, mtime = mail
+    spares.claim(tmp.parent.parent, tmp)  # an expunged message's inode, when the folder has one
     write_synced(tmp, data)
     os.utime(tmp, (mtime, mtime))
 
@@ -163,11 +165,6 @@ def rename_each(moves: list[tuple[Path, Path]]) -> None:
     for src, dst in moves:
         if src != dst:
             os.rename(src, dst)
-
-
-def unlink_each(paths: list[Path]) -> None:
-    for path in paths:
-        path.unlink(missing_ok=True)
 
 
 def _read(path: str) -> bytes:
