@@ -179,7 +179,7 @@ async def test_after_a_crash_between_delivery_and_expunge_the_start_leaves_one_m
                        owner="me@pizzamail.localhost", domain="pizzamail.localhost", date=START)
     folder = await mailbox.folder(ACTIVITY_FOLDER)
     assert folder is not None
-    maildir.write_all(mailbox.path(folder), [(status_name(current), mail.as_bytes(), 0, set())])
+    maildir.write_all(mailbox.path(folder), [(status_name(current), mail, 0, set())])
 
     restarted = await Mailbox(root=mailbox.root, store=store).open()  # start-up reconciles the files
     assert len(await activity(restarted)) == 2

@@ -100,7 +100,7 @@ class Board:
         mail = status_mail(run, text=self._text(run), agent=self.config.agent.address,
                            agent_name=self.config.agent.name, owner=self.config.account.address,
                            domain=self.config.domain, date=now)
-        shown.append(Delivery(data=mail.as_bytes(), flags=frozenset({"\\Seen"}), base=name,
+        shown.append(Delivery(data=mail, flags=frozenset({"\\Seen"}), base=name,
                               internaldate=int(now.timestamp())))
         self._replaced[run.run] = now
         return {name}, 0.0

@@ -10,7 +10,7 @@ import hashlib
 from datetime import datetime
 from email.utils import formataddr
 
-from pizzamail.mail.build import Outgoing, build_mail
+from pizzamail.mail.build import plain_bytes
 from pizzamail.mail.ids import bare
 from pizzamail.store.activity import BoardRun
 
@@ -70,12 +70,13 @@ def status_subject(run: BoardRun) -> str:
 
 
 def status_mail(run: BoardRun, *, text: str, agent: str, agent_name: str, owner: str, domain: str,
-                date: datetime) -> Outgoing:
+                date: datetime) -> bytes:
     """The status mail, From the agent and threaded under the run's task mail so a client can jump
-    to the thread."""
+    to the thread. Written out directly (:func:`~pizzamail.mail.build.plain_bytes`): the board
+    writes one at each change of every run, and the email package's building was most of its time."""
     parent = bare(run.task_id) if run.task_id else None
     references = [bare(r) for r in run.task_refs] + ([parent] if parent else [])
-    return build_mail(
+    return plain_bytes(
         sender=formataddr((agent_name, agent)), to=owner, subject=status_subject(run), text=text,
         message_id=f"{status_name(run)}@{domain}", in_reply_to=parent, references=references,
         date=date, headers=[("X-Pizzamail-Thread", str(run.thread)), ("X-Pizzamail-Run", str(run.run)),

@@ -1,0 +1,74 @@
+"""``plain_bytes``: the bytes of ``build_mail(...).as_bytes()``, written out without the email package."""
+
+from __future__ import annotations
+
+import random
+from datetime import UTC, datetime, timedelta, timezone
+from email.utils import formataddr
+from typing import Any
+
+import pytest
+
+from pizzamail.mail import build
+from pizzamail.mail.build import build_mail, plain_bytes
+
+WORDS = ["Task", "c3-117", "—", "step", "1,", "web__fetch", "Grüße", "a\"quoted\"", "(paren)", "x;y", "über",
+         "[working]", "re:", "=?utf-8?q?x?=", "tab\there", "", "long" * 12, "日本", "#42", "a@b.c", "<x>"]
+NAMES = ["pizzamail", "Bot, Inc.", "Zoë", "J. R. Bot", "", "a\"b", "Team Bot", "x" * 70]
+ADDRESSES = ["bot@pizzamail.localhost", "me@example.org", "a.b+c@sub.example.co.uk"]
+
+
+def text(rng: random.Random) -> str:
+    lines = []
+    for _ in range(rng.randint(0, 6)):
+        line = " ".join(rng.choice(WORDS) for _ in range(rng.randint(0, 14)))
+        lines.append(line[: rng.choice([10, 78, 79, 200])])
+    return rng.choice(["\n", "\r\n"]).join(lines) + rng.choice(["", "\n", "\n\n"])
+
+
+def mail(rng: random.Random) -> dict[str, Any]:
+    refs = [f"{rng.randint(1, 10**9)}.{rng.choice(['x', 'status.1.done'])}@pizzamail.localhost"
+            for _ in range(rng.randint(0, 6))]
+    zone = timezone(timedelta(hours=rng.randint(-12, 12)))
+    return {
+        "sender": formataddr((rng.choice(NAMES), rng.choice(ADDRESSES))),
+        "to": rng.choice([*ADDRESSES, formataddr((rng.choice(NAMES), ADDRESSES[0]))]),
+        "subject": " ".join(rng.choice(WORDS) for _ in range(rng.randint(0, 12))),
+        "text": text(rng),
+        "message_id": f"{rng.choice(['status.17.running.d51d46a540e9', 'a' * 80])}@pizzamail.localhost",
+        "in_reply_to": refs[-1] if refs else None,
+        "references": refs,
+        "date": datetime(2026, 12, 2, 9, 0, tzinfo=UTC).astimezone(zone),
+        "headers": [("X-Pizzamail-Thread", str(rng.randint(1, 10**6))), ("X-Pizzamail-Kind", "status"),
+                    *([("X-Note", " ".join(rng.choice(WORDS) for _ in range(5)))] if rng.random() < 0.3
+                      else [])],
+    }
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_bytes_are_those_the_email_package_writes(seed: int) -> None:
+    rng = random.Random(seed)
+    for _ in range(250):
+        fields = mail(rng)
+        assert plain_bytes(**fields) == build_mail(**fields).as_bytes(), fields
+
+
+def test_plain_text_and_plain_headers_skip_the_email_package(monkeypatch: pytest.MonkeyPatch) -> None:
+    fields: dict[str, Any] = {
+        "sender": "pizzamail <bot@pizzamail.localhost>", "to": "me@pizzamail.localhost",
+        "subject": "[done] Task 1, web__fetch",
+        "text": "Done.\n\nstarted 09:00\n", "message_id": "status.1.done.0123456789ab@pizzamail.localhost",
+        "in_reply_to": "1.x@pizzamail.localhost", "references": ["1.x@pizzamail.localhost"],
+        "date": datetime(2026, 12, 2, 9, 0, tzinfo=UTC), "headers": [("X-Pizzamail-Run", "1")]}
+    expected = build_mail(**fields).as_bytes()
+
+    def refused(*args: object, **kwargs: object) -> object:
+        raise AssertionError("the email package was used")
+
+    class Refusing:
+        max_line_length = 78
+        fold_binary = header_store_parse = staticmethod(refused)
+
+    monkeypatch.setattr(build, "build_mail", refused)
+    monkeypatch.setattr(build, "_POLICY", Refusing())
+    assert plain_bytes(**fields) == expected
