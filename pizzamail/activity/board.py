@@ -23,7 +23,6 @@ from pizzamail.activity.status import (
     PROGRESS_PREFIX,
     STATUS_PREFIX,
     progress_name,
-    run_prefix,
     shown_run,
     status_mail,
     status_name,
@@ -67,12 +66,16 @@ class Board:
             folder = await self.mailbox.folder(ACTIVITY_FOLDER) or await self.mailbox.create_folder(
                 ACTIVITY_FOLDER)
             present = {row.name: row.uid for row in await self.mailbox.messages(folder)}
+            by_run: dict[int, list[str]] = {}  # each run's status mails there, looked up once a pass
+            for name in present:
+                if (found := shown_run(name)) is not None:
+                    by_run.setdefault(found[0], []).append(name)
             runs = await board_runs(self.store, finished_since=now - self.config.activity.keep)
             kept: set[str] = set()
             due: list[float] = []
             shown: list[Delivery] = []
             for run in runs:
-                names, wait = self._show(run, present, now, shown)
+                names, wait = self._show(run, present, by_run.get(run.run, []), now, shown)
                 kept |= names
                 if wait:
                     due.append(wait)
@@ -86,14 +89,14 @@ class Board:
             self._forget(run.run for run in runs)
             return min(due) if due else None
 
-    def _show(self, run: BoardRun, present: dict[str, int], now: datetime, shown: list[Delivery]
-              ) -> tuple[set[str], float]:
-        """The names of ``run``'s mails to keep, and the seconds its replacement is held back; its
-        new status mail, if it needs one, goes into ``shown``."""
+    def _show(self, run: BoardRun, present: dict[str, int], current: list[str], now: datetime,
+              shown: list[Delivery]) -> tuple[set[str], float]:
+        """The names of ``run``'s mails to keep (``current``: its status mails there), and the
+        seconds its replacement is held back; its new status mail, if it needs one, goes into
+        ``shown``."""
         name = status_name(run)
         if name in present:
             return {name}, 0.0
-        current = [n for n in present if n.startswith(run_prefix(run.run))]
         wait = self._held_back(run, current, now)
         if wait > 0:
             return set(current), wait
