@@ -268,3 +268,17 @@ def test_the_subject_says_the_state_the_step_and_the_last_tool() -> None:
     assert status_subject(replace(run, status="failed", steps=1)) == "[failed] Send the invoice — 1 step"
     delegating = replace(run, status="delegating", steps=2, last_tool="delegate")
     assert status_subject(delegating) == "[waiting for a delegate] Send the invoice — step 2, delegate"
+
+
+async def test_a_status_mail_is_plain_7bit_text_that_reads_as_rendered(
+        store: Store, mailbox: Mailbox, blobs: BlobStore) -> None:
+    # lines of at most 78 characters: no quoted-printable, and the mail is written out directly
+    await new_task(store, blobs)
+    await board(store, mailbox, blobs, Clock()).sync()
+    folder = await mailbox.folder(ACTIVITY_FOLDER)
+    assert folder is not None
+    [row] = await mailbox.messages(folder)
+    data = await mailbox.read(folder, row)
+    assert data is not None and b"Content-Transfer-Encoding: 7bit\r\n" in data
+    [(_, mail)] = await activity(mailbox)
+    assert "replaced as the run\r\nmoves on" in mail.get_content() and "Queued:" in mail.get_content()
