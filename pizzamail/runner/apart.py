@@ -43,11 +43,8 @@ class RunnerProcess:
     first_delay: float = 1.0
     """seconds before a runner process that ended is started again (doubled, up to a minute, while
     each one ends within a minute of its start)"""
-    _process: asyncio.subprocess.Process | None = field(default=None, init=False)
     _keeping: asyncio.Task[None] | None = field(default=None, init=False)
     _leaving: asyncio.Event = field(default_factory=asyncio.Event, init=False)
-    started: int = field(default=0, init=False)
-    """runner processes started so far"""
 
     async def __aenter__(self) -> RunnerProcess:
         self._keeping = asyncio.create_task(self._keep(), name="pizzamail-runner-process")
@@ -58,12 +55,6 @@ class RunnerProcess:
         if self._keeping is not None:
             await self._keeping
 
-    @property
-    def pid(self) -> int | None:
-        """The runner process's pid while one runs."""
-        process = self._process
-        return process.pid if process is not None and process.returncode is None else None
-
     async def _keep(self) -> None:
         delay = self.first_delay
         while not self._leaving.is_set():
@@ -71,17 +62,19 @@ class RunnerProcess:
             code = await self._one()
             if self._leaving.is_set():
                 return
-            delay = self.first_delay if time.monotonic() - began > 60 else min(delay * 2, 60.0)
+            if time.monotonic() - began > 60:
+                delay = self.first_delay
             log.warning("the runner process ended (exit status %s); starting it again in %.0f s;"
                         " its runs resume from their checkpoints", code, delay)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._leaving.wait(), delay)
+            delay = min(delay * 2, 60.0)
 
     async def _one(self) -> int | None:
         """One runner process, from its start to its end; its exit status."""
         ours, theirs = socket.socketpair()
         try:
-            self._process = await asyncio.create_subprocess_exec(
+            process = await asyncio.create_subprocess_exec(
                 sys.executable, "-m", "pizzamail", "--home", str(self.home.root), "worker",
                 "--beside-serve", str(theirs.fileno()), *(["-v"] if log.isEnabledFor(logging.DEBUG) else []),
                 pass_fds=(theirs.fileno(),), stdin=asyncio.subprocess.DEVNULL)
@@ -90,10 +83,9 @@ class RunnerProcess:
             raise
         finally:
             theirs.close()
-        self.started += 1
-        log.info("runner process %d started", self._process.pid)
+        log.info("runner process %d started", process.pid)
         async with Relay(events=self.store.events, sock=ours):
-            return await self._ended(self._process)
+            return await self._ended(process)
 
     async def _ended(self, process: asyncio.subprocess.Process) -> int | None:
         """Waits for ``process`` to end; once serve is leaving, stops it (the worker's SIGTERM: its
