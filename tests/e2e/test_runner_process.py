@@ -6,26 +6,42 @@ import os
 import re
 import signal
 import sqlite3
+import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from tests.e2e.conftest import LEDGER_SERVER
 from tests.e2e.harness import Served, serve_env, task_mail, write_config
 from tests.e2e.test_roundtrip import connect, fetch_all, idle_until_exists
-from tests.fakes.openai_server import FakeOpenAI, gated, text
+from tests.fakes.openai_server import FakeOpenAI, gated, text, tool_call
 
 STARTED = re.compile(r"runner process (\d+) started")
 
 
-@pytest.fixture
-def apart(tmp_path: Path, fake_openai: FakeOpenAI) -> Iterator[Served]:
+def apart_home(tmp_path: Path, fake_openai: FakeOpenAI, extra: str = "") -> Served:
     home = tmp_path / "home"
     write_config(home, base_url=fake_openai.base_url)
     with (home / "config.toml").open("a") as config:
-        config.write("\n[runner]\nseparate = true\n")
-    server = Served(home=home, env=serve_env(home))
+        config.write(f"\n[runner]\nseparate = true\n{extra}")
+    return Served(home=home, env=serve_env(home))
+
+
+@pytest.fixture
+def apart(tmp_path: Path, fake_openai: FakeOpenAI) -> Iterator[Served]:
+    server = apart_home(tmp_path, fake_openai)
+    yield server
+    if server.proc is not None:
+        server.stop()
+
+
+@pytest.fixture
+def apart_ledger(tmp_path: Path, fake_openai: FakeOpenAI, ledger: Path) -> Iterator[Served]:
+    server = apart_home(tmp_path, fake_openai,
+                        f'[mcp.servers.ledger]\nenabled = true\ncommand = "{sys.executable}"\n'
+                        f'args = ["{LEDGER_SERVER}"]\nenv = {{ LEDGER_FILE = "{ledger}" }}\n')
     yield server
     if server.proc is not None:
         server.stop()
@@ -45,6 +61,11 @@ def alive(pid: int) -> bool:
         return False
     # a zombie is dead too: its parent (gone) has not reaped it yet
     return Path(f"/proc/{pid}/stat").read_text().split(") ", 1)[1][0] != "Z"
+
+
+def paid(ledger: Path) -> list[str]:
+    """The payments the ledger MCP server made, one a line."""
+    return ledger.read_text().splitlines()
 
 
 def replies(served: Served) -> list[str]:
@@ -119,3 +140,31 @@ async def test_serve_killed_takes_its_runner_process_with_it_and_the_next_start_
     fake_openai.wait_requests(2)
     answers = replies(apart)
     assert len(answers) == 1 and "after the crash" in answers[0]
+
+
+async def test_an_approval_by_mail_releases_the_held_call_once_in_the_runner_process(
+    apart_ledger: Served, fake_openai: FakeOpenAI, ledger: Path
+) -> None:
+    fake_openai.script([tool_call("ledger__pay", {"payee": "bob", "amount": 5}), text("Paid Bob 5.")])
+    served = apart_ledger.start()
+    first = runner_pid(served)
+    client = await connect(served)
+    served.send(task_mail("Pay Bob 5"))
+    await idle_until_exists(client, 2)  # the task, then the request serve filed from the relayed events
+    [request] = [m for _, m in fetch_all(served) if m["X-Pizzamail-Approval"]]
+    reply = task_mail("approve", subject="Re: " + str(request["Subject"]), reply_to=request)
+    served.send(reply)
+    await idle_until_exists(client, 4)  # the decision's answer and the run's reply
+    await client.logout()
+    assert paid(ledger) == ["bob 5"]
+    # the runner process killed and started again, then another "approve": nothing runs twice
+    mark = len(served.output)
+    os.kill(first, signal.SIGKILL)
+    runner_pid(served, after=mark)
+    client = await connect(served)
+    served.send(task_mail("approve", subject="Re: " + str(request["Subject"]), reply_to=request))
+    await idle_until_exists(client, 5)  # the answer to a decision already taken
+    await client.logout()
+    assert paid(ledger) == ["bob 5"]
+    with sqlite3.connect(served.home / "state.db") as db:
+        assert db.execute("SELECT status FROM held_actions").fetchall() == [("done",)]
