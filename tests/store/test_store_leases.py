@@ -44,21 +44,26 @@ async def queue_runs(store: Store, count: int) -> list[int]:
     return runs
 
 
-async def claim_all(store: Store, worker: str) -> list[int]:
-    """Claim until the queue is empty, as a runner's workers do."""
+async def claim_until_empty(store: Store, worker: str, burst: int) -> list[int]:
+    """Claim ``burst`` runs at a time until the queue is empty, as a runner's dispatcher does (one at
+    a time when idle, a burst when busy)."""
     claimed = []
-    while (run := await claim_next(store, exclude_threads=set(), worker=worker)) is not None:
-        assert run.lease_owner == worker
-        claimed.append(run.id)
+    while runs := await claim_runs(store, limit=burst, exclude_threads=set(), busy=burst > 1, worker=worker):
+        assert len(runs) <= burst and all(run.lease_owner == worker for run in runs)
+        claimed.extend(run.id for run in runs)
     return claimed
 
 
-async def test_four_stores_claiming_at_once_take_each_of_200_runs_exactly_once(store: Store) -> None:
+@pytest.mark.parametrize("burst", [1, 7])
+async def test_four_stores_claiming_at_once_take_each_of_200_runs_exactly_once(
+    store: Store, burst: int
+) -> None:
     runs = await queue_runs(store, 200)
     async with AsyncExitStack() as stack:
         stores = [store, *[await stack.enter_async_context(store.twin()) for _ in range(3)]]
-        claims = await asyncio.wait_for(asyncio.gather(
-            *(claim_all(s, f"worker-{n}") for n, s in enumerate(stores) for _ in range(2))), 60)
+        claimers = [claim_until_empty(s, f"worker-{n}", burst)
+                    for n, s in enumerate(stores) for _ in range(2)]  # two claimers a store
+        claims = await asyncio.wait_for(asyncio.gather(*claimers), 60)
     taken = [run for claimed in claims for run in claimed]
     assert sorted(taken) == runs  # every run once: none twice, none missed
     rows = await store.fetchall("SELECT status, attempts, lease_owner FROM runs")
@@ -86,27 +91,6 @@ async def test_a_claim_keeps_thread_order_and_leaves_excluded_threads_alone(stor
     assert await claim_next(store, exclude_threads=set(), worker="w") is not None  # `other`
     assert await claim_next(store, exclude_threads=set(), worker="w") is None  # not `follow_up` yet
     assert (await get_run(store, follow_up)).status == "queued"
-
-
-async def claim_bursts(store: Store, worker: str) -> list[int]:
-    """Claim seven at a time until the queue is empty, as a busy runner's dispatcher does."""
-    claimed = []
-    while runs := await claim_runs(store, limit=7, exclude_threads=set(), busy=True, worker=worker):
-        assert len(runs) <= 7 and all(run.lease_owner == worker for run in runs)
-        claimed.extend(run.id for run in runs)
-    return claimed
-
-
-async def test_four_stores_claiming_bursts_at_once_take_each_of_200_runs_exactly_once(store: Store) -> None:
-    runs = await queue_runs(store, 200)
-    async with AsyncExitStack() as stack:
-        stores = [store, *[await stack.enter_async_context(store.twin()) for _ in range(3)]]
-        claims = await asyncio.wait_for(asyncio.gather(
-            *(claim_bursts(s, f"worker-{n}") for n, s in enumerate(stores) for _ in range(2))), 60)
-    taken = [run for claimed in claims for run in claimed]
-    assert sorted(taken) == runs
-    rows = await store.fetchall("SELECT status, attempts FROM runs")
-    assert {(r["status"], r["attempts"]) for r in rows} == {("running", 1)}
 
 
 async def test_a_burst_takes_one_run_per_thread_oldest_first_and_marks_their_threads(store: Store) -> None:
