@@ -226,6 +226,9 @@ class Service:
         """Runs work in a process of their own (:mod:`pizzamail.runner.apart`): asked for, on a SQLite
         home (PostgreSQL has ``pizzamail worker``s for that), unless serve works on no runs."""
         runner = self.config.runner
+        if runner.separate and store.dialect != SQLITE:
+            log.warning("[runner] separate is for a SQLite home; with [store] url, runs work in this serve"
+                        " (and in the `pizzamail worker`s you start)")
         return runner.separate and store.dialect == SQLITE and runner.concurrency != 0
 
     async def _remote(self, stack: AsyncExitStack, store: Store) -> RemoteMailbox:
