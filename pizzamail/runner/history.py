@@ -59,8 +59,11 @@ class RunContext:
 
 async def load_context(store: Store, run: Run, agent: Agent) -> RunContext:
     subject = await thread_subject(store, run.thread_id)
-    trigger = await get_message(store, run.message_id) if run.message_id is not None else None
     messages = await thread_messages(store, run.thread_id)
+    # the task is one of the thread's messages (one read fewer on every run's way to the model)
+    trigger = next((m for m in messages if m.id == run.message_id), None)
+    if trigger is None and run.message_id is not None:
+        trigger = await get_message(store, run.message_id)
     if trigger is not None:
         messages = [m for m in messages if m.id < trigger.id or _answers_earlier_run(m, run)]
     return RunContext(subject=subject, trigger=trigger, earlier=messages, agent=agent)
