@@ -37,6 +37,7 @@ from pizzamail.guard import Gate
 from pizzamail.home import Home, usable, write_private
 from pizzamail.imap import cache as imap_cache
 from pizzamail.imap import start_imap_server
+from pizzamail.intake.pace import Intake
 from pizzamail.intake.reader import inbox_reader
 from pizzamail.intake.smtp import IntakeHandler, start_smtp_server
 from pizzamail.mailbox import Mailbox
@@ -164,8 +165,10 @@ class Service:
                  .open(reconcile=leadership.leading)
                  if self.local else None)
         mailbox = local or await self._remote(stack, store)
-        # the mail index is in the database, shared by every serve: only the leader writes the mail
-        filer = Filer(mailbox=mailbox, blobs=blobs, files=lambda: leadership.leading)
+        # the mail index is in the database, shared by every serve: only the leader writes the mail;
+        # mail being handed over by SMTP goes first
+        taking = Intake()
+        filer = Filer(mailbox=mailbox, blobs=blobs, files=lambda: leadership.leading, pace=taking.paused)
         filed = await filer.run()
         if filed:
             log.info("filed %d message(s) left unfiled by the last run", filed)
@@ -188,8 +191,8 @@ class Service:
         # can delete it (a deletion means "ignore" only for a copy known to have been delivered)
         if leadership.leading:
             await approvals.sweep()
-        served = LocalMail(mailbox=local, accounts=self.accounts(),
-                           intake=self._intake(store, blobs, approvals)) if local is not None else None
+        served = None if local is None else LocalMail(
+            mailbox=local, accounts=self.accounts(), intake=self._intake(store, blobs, approvals, taking))
         servers = Servers(config=self.config, tls=self.tls, sockets=sockets, gate=self._gate, local=served,
                           hooks=Hooks(store=store, blobs=blobs, config=self.config, secrets=self.secrets))
         led = leadership.led
@@ -237,13 +240,13 @@ class Service:
                                password=mailbox_password(self.secrets))
         return await stack.enter_async_context(await remote.open())
 
-    def _intake(self, store: Store, blobs: BlobStore, approvals: Approvals) -> IntakeHandler:
+    def _intake(self, store: Store, blobs: BlobStore, approvals: Approvals, taking: Intake) -> IntakeHandler:
         for name in without_password(self.config, self.secrets):
             log.warning("sender %s has no password and cannot log in; run `%s`", name, password_command(name))
         return IntakeHandler(
             store=store, blobs=blobs, accounts=self.accounts(),
             agents=frozenset(a.address for a in self.config.all_agents()), domain=self.config.domain,
-            approvals=approvals,
+            approvals=approvals, intake=taking,
         )
 
     def accounts(self) -> Accounts:

@@ -32,6 +32,7 @@ from pizzamail.errors import PizzamailError, SmtpRefusal, Unavailable
 from pizzamail.guard import Gate, TokenBucket, Visitor
 from pizzamail.intake.batch import GroupCommit
 from pizzamail.intake.control import record_stop
+from pizzamail.intake.pace import Intake
 from pizzamail.intake.tasks import Received, Stored
 from pizzamail.mail.parse import ParsedMail, parse_bytes, parsed_mail
 from pizzamail.store import Store
@@ -71,6 +72,8 @@ class IntakeHandler:
     domain: str
     approvals: Approvals | None = None
     """decides held actions by reply; without it, replies to approval requests are tasks"""
+    intake: Intake = field(default_factory=Intake)
+    """the mails being handed over now, which the service's follow-up work waits for"""
     _rates: dict[str, TokenBucket] = field(default_factory=dict)
     _group: GroupCommit = field(init=False)
 
@@ -95,6 +98,7 @@ class IntakeHandler:
                                " try again in a minute").smtp_reply()
         envelope.mail_from = address
         envelope.mail_options.extend(mail_options)
+        self.intake.begin(envelope)
         return "250 2.1.0 OK"
 
     async def handle_RCPT(
@@ -134,6 +138,12 @@ class IntakeHandler:
             self.approvals is not None and base in self.approvals.approvers)
 
     async def handle_DATA(self, server: SMTP, session: Session, envelope: Envelope) -> str:
+        try:
+            return await self._answer(envelope, session)
+        finally:
+            self.intake.end(envelope)
+
+    async def _answer(self, envelope: Envelope, session: Session) -> str:
         raw = envelope.original_content or b""
         try:
             stored = await self._accept(raw, envelope, session_login(session))
@@ -380,6 +390,7 @@ class Submission(SMTP):
         if self.visitor is not None:
             self.gate.leave(self.visitor)
         self._unseat()
+        self.event_handler.intake.end(self.envelope)  # a mail left half handed over
         super().connection_lost(error)
 
     def _unseat(self) -> None:

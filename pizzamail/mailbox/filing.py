@@ -10,7 +10,7 @@ start-up reconciliation as a stranger's) is recognised as the row's and taken ov
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -66,6 +66,9 @@ class Filer:
     files: Callable[[], bool] = lambda: True
     """whether this process files now: of several serves sharing the user's own account, only the
     leader writes to it (the others' mail stays unfiled until the leader's filing picks it up)"""
+    pace: Callable[[], Awaitable[None]] = lambda: asyncio.sleep(0)
+    """awaited before each pass: the service's waits while SMTP clients hand over mail
+    (:mod:`pizzamail.intake.pace`), and everyone who asks meanwhile joins that pass"""
     _lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     _next: asyncio.Future[int] | None = field(default=None, init=False, repr=False)
     """the pass that has not started yet: everyone asking now joins it"""
@@ -80,6 +83,7 @@ class Filer:
         return await asyncio.shield(self._next)
 
     async def _pass(self) -> int:
+        await self.pace()
         async with self._lock:
             self._next = None  # started: whoever asks from now on may have committed after its look
             if not self.files():  # asked again after the wait: the leadership may have moved meanwhile
