@@ -17,7 +17,8 @@ MAIL = b"From: a@example.org\r\nSubject: secret\r\n\r\nthe launch code\r\n"
 
 
 @pytest.fixture(autouse=True)
-def _no_spares_across_tests() -> Iterator[None]:
+def _no_spares_across_tests(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    monkeypatch.setattr(spares, "REST", 0.0)  # written again at once (the test of the rest sets its own)
     yield
     spares._spares.clear()
 
@@ -101,3 +102,23 @@ async def test_a_deleted_folder_s_spares_are_forgotten(mailbox: Mailbox) -> None
     again = await mailbox.create_folder("Scratch")
     uid = await mailbox.deliver(again, MAIL)
     assert (await paths(mailbox, again))[uid].read_bytes() == MAIL
+
+
+async def test_a_spare_rests_before_it_is_written_again(
+    mailbox: Mailbox, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(spares, "REST", 3600.0)
+    folder = await activity(mailbox)
+    await mailbox.expunge(folder, [await mailbox.deliver(folder, MAIL)])
+    [spare] = spare_files(mailbox, folder)
+    new = await mailbox.deliver(folder, b"Subject: next\r\n\r\nanother\r\n")
+    assert (await paths(mailbox, folder))[new].stat().st_ino != spare.stat().st_ino
+    assert spare_files(mailbox, folder) == [spare]  # still resting
+
+
+async def test_a_message_emptied_while_it_is_read_reads_as_gone(mailbox: Mailbox) -> None:
+    folder = await activity(mailbox)
+    uid = await mailbox.deliver(folder, MAIL)
+    [row] = await mailbox.messages(folder)
+    (await paths(mailbox, folder))[uid].write_bytes(b"")  # expunged by another session, as the read began
+    assert await mailbox.read(folder, row) is None

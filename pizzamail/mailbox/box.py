@@ -243,7 +243,12 @@ class Mailbox:
         place = str(self.path(folder))
         paths = [f"{place}/{row.subdir}/{maildir.file_name(row.name, row.subdir, set(row.flags))}"
                  for row in rows]
-        return await asyncio.to_thread(maildir.read_files, paths, header_only=header_only)
+        found = await asyncio.to_thread(maildir.read_files, paths, header_only=header_only)
+        if header_only:
+            return found
+        # shorter than indexed: expunged meanwhile, its file emptied for reuse (:mod:`.spares`)
+        return [None if data is not None and len(data) < row.size else data
+                for data, row in zip(found, rows, strict=True)]
 
     # -- changes -----------------------------------------------------------------------------
 

@@ -1,38 +1,50 @@
-"""Spare files: an expunged message's file, emptied and kept in its folder's ``tmp/``, is the file the
-folder's next delivery writes into.
+"""Spare files: an expunged message's file, emptied and kept in its folder's ``tmp/``, is the file one
+of the folder's later deliveries writes into.
 
 A folder that takes and drops mail all the time (the Activity board replaces a run's status mail at
 each change) would otherwise create one inode and free another each time. On ext4 that grows
 costly: a new inode skips every one freed in the last minutes (``recently_deleted``), and 200 runs
-at once spent a fifth of serve's CPU there. A spare is renamed into place before it is written, so
-two writers never share one (the rename that loses finds no file and makes a new one), and it is
-emptied when it is put aside, so an expunged message's bytes do not stay on disk. At most
-:data:`KEPT` per folder; those a stopped process left are taken by the next one's reconciliation.
+at once spent a sixth of serve's CPU there.
+
+- A spare is emptied when it is put aside, so an expunged message's bytes do not stay on disk. A
+  reader that had opened it just before finds it shorter than the index says, and takes the
+  message as gone (:meth:`~pizzamail.mailbox.box.Mailbox.read_many`), as it would a removed file.
+- It is written again only :data:`REST` seconds later, when no read begun before its expunge is
+  still going: a message's bytes are never read under another message's UID.
+- It is renamed into place before it is written, so two writers never share one (the rename that
+  loses finds no file, and a new one is made).
+- At most :data:`KEPT` per folder; those a stopped process left are taken by the next one's
+  reconciliation.
 """
 
 from __future__ import annotations
 
 import os
 import threading
+import time
+from collections import deque
 from pathlib import Path
 
 #: spare files kept per folder; beyond, an expunged message's file is removed
-KEPT = 64
+KEPT = 256
+#: seconds a spare rests before a delivery may write into it
+REST = 5.0
 PREFIX = ".spare."
 
-_spares: dict[Path, list[Path]] = {}
+_spares: dict[Path, deque[tuple[float, Path]]] = {}
+"""each folder's spares, oldest first, with the time each was put aside"""
 _lock = threading.Lock()
 _count = 0
 
 
 def claim(folder: Path, tmp: Path) -> None:
-    """Move one of ``folder``'s spares (if any is left) to ``tmp``, the name a delivery writes next."""
+    """Move ``folder``'s oldest rested spare (if any) to ``tmp``, the name a delivery writes next."""
     while True:
         with _lock:
             pool = _spares.get(folder)
-            if not pool:
+            if not pool or time.monotonic() - pool[0][0] < REST:
                 return
-            spare = pool.pop()
+            _, spare = pool.popleft()
         try:
             os.rename(spare, tmp)
             return
@@ -60,7 +72,7 @@ def adopt(folder: Path) -> int:
     """Take the spares in ``folder``'s ``tmp/`` that this process does not know (another one's, left
     at its stop); returns how many were taken."""
     with _lock:
-        known = set(_spares.get(folder, ()))
+        known = {spare for _, spare in _spares.get(folder, ())}
     taken = 0
     try:
         names = [n for n in os.listdir(folder / "tmp") if n.startswith(PREFIX)]
@@ -98,8 +110,8 @@ def _spare_name(folder: Path) -> Path | None:
 
 def _keep(folder: Path, spare: Path) -> bool:
     with _lock:
-        pool = _spares.setdefault(folder, [])
+        pool = _spares.setdefault(folder, deque())
         if len(pool) >= KEPT:
             return False
-        pool.append(spare)
+        pool.append((time.monotonic(), spare))
         return True
