@@ -54,6 +54,17 @@ def runner_pid(served: Served, *, after: int = 0) -> int:
     return int(found[1])
 
 
+def waiting_on_the_model(served: Served, fake_openai: FakeOpenAI, *, then: str) -> int:
+    """serve started and a task sent, its run waiting on the model in the runner process (held for
+    good; ``then`` answers the next request); returns that process's pid."""
+    fake_openai.script([gated(text("lost answer"), threading.Event()), text(then)])
+    served.start()
+    pid = runner_pid(served)
+    served.send(task_mail("Count the open issues."))
+    fake_openai.wait_requests(1)
+    return pid
+
+
 def alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -99,12 +110,7 @@ async def test_a_task_is_answered_by_the_runner_process_and_the_reply_is_pushed_
 async def test_a_runner_process_killed_mid_run_is_started_again_and_replies_once(
     apart: Served, fake_openai: FakeOpenAI
 ) -> None:
-    never = threading.Event()
-    fake_openai.script([gated(text("lost answer"), never), text("The answer, after the kill.")])
-    apart.start()
-    first = runner_pid(apart)
-    apart.send(task_mail("Count the open issues."))
-    fake_openai.wait_requests(1)  # the run waits on the model, in the runner process
+    first = waiting_on_the_model(apart, fake_openai, then="The answer, after the kill.")
     mark = len(apart.output)
     os.kill(first, signal.SIGKILL)
     apart.wait_for("the runner process ended", after=mark)
@@ -124,12 +130,7 @@ async def test_a_runner_process_killed_mid_run_is_started_again_and_replies_once
 async def test_serve_killed_takes_its_runner_process_with_it_and_the_next_start_replies_once(
     apart: Served, fake_openai: FakeOpenAI
 ) -> None:
-    never = threading.Event()
-    fake_openai.script([gated(text("lost answer"), never), text("The answer, after the crash.")])
-    apart.start()
-    pid = runner_pid(apart)
-    apart.send(task_mail("Count the open issues."))
-    fake_openai.wait_requests(1)
+    pid = waiting_on_the_model(apart, fake_openai, then="The answer, after the crash.")
     assert apart.stop(signal.SIGKILL) == -signal.SIGKILL  # returns once nobody holds serve's output
     assert not alive(pid)
 
