@@ -71,9 +71,8 @@ class SqliteBackend:
         assert writer is not None, "store is not open"
         begin = asyncio.ensure_future(writer.execute("BEGIN IMMEDIATE"))
         try:
-            await asyncio.shield(begin)
+            await to_the_end(begin)
         except asyncio.CancelledError:
-            await asyncio.wait([begin])
             if not begin.cancelled() and begin.exception() is None:
                 await to_the_end(writer.execute("ROLLBACK"))
             raise
