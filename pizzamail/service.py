@@ -219,9 +219,8 @@ class Service:
             await stack.enter_async_context(led("the INBOX reader", lambda: inbox_reader(
                 self.config, store=store, blobs=blobs, approvals=approvals, secrets=self.secrets)))
         leadership.announce()
-        for name, connection in (hub.connections if hub else {}).items():
-            log.info("MCP server %s: %s%s", name, connection.status,
-                     f" ({connection.error})" if connection.error else "")
+        if hub is not None:
+            log_mcp_servers(hub)
         assert servers.listening is not None
         return servers.listening
 
@@ -279,6 +278,13 @@ def mcp_hub(home: Home, config: Config, secrets: SecretStore) -> McpHub:
     """The MCP servers of ``[mcp]``, not yet started (a part of the lifecycle)."""
     return McpHub(settings=config.mcp, secrets=secrets, log_dir=home.logs, cwd=home.root,
                   rules=config.tools.policy)
+
+
+def log_mcp_servers(hub: McpHub) -> None:
+    """One line a started MCP server: its status, and what went wrong."""
+    for name, connection in hub.connections.items():
+        log.info("MCP server %s: %s%s", name, connection.status,
+                 f" ({connection.error})" if connection.error else "")
 
 
 def agent_tools(home: Home, config: Config, store: Store, blobs: BlobStore, composer: Composer,

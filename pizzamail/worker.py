@@ -27,7 +27,7 @@ from pizzamail.errors import PizzamailError
 from pizzamail.home import Home
 from pizzamail.runner import Runner
 from pizzamail.secrets import SecretStore
-from pizzamail.service import agent_tools, mcp_hub
+from pizzamail.service import agent_tools, log_mcp_servers, mcp_hub
 from pizzamail.store.location import blobs_for, store_for, workspaces_for
 from pizzamail.store.relay import Relay
 
@@ -85,9 +85,7 @@ class Worker:
             tools=agent_tools(home, config, store, blobs, composer, hub),
             workspaces=workspaces_for(home, store), approvals=approvals,
         ))
-        for name, connection in hub.connections.items():
-            log.info("MCP server %s: %s%s", name, connection.status,
-                     f" ({connection.error})" if connection.error else "")
+        log_mcp_servers(hub)
 
 
 def _serve_gone() -> None:
