@@ -24,6 +24,7 @@ _NOTHING = Structures()
 _RECENT = frozenset({"\\Recent"})
 
 Send = Callable[[bytes], Awaitable[None]]
+Flush = Callable[[], Awaitable[None]]
 _CACHED = ("ENVELOPE", "BODYSTRUCTURE")
 _FROM_ROW = ("UID", "FLAGS", "INTERNALDATE", "RFC822.SIZE", "MODSEQ")
 #: messages whose index entries are read together (one query; their files then by_size)
@@ -110,10 +111,13 @@ class Fetcher:
         self.always_file = any(a.name not in (*_FROM_ROW, *_CACHED) and a not in self.from_cache
                                for a in self.atts)
 
-    async def run(self, uids: list[int], *, send: Send) -> None:
+    async def run(self, uids: list[int], *, send: Send, flush: Flush) -> None:
+        """The FETCH responses of ``uids``, batch by batch: each is written out (``flush``) as soon
+        as it is made, so the client reads it while the next ones are made (waiting for 256 KB to
+        gather, a 2,000-mail header listing sent its first byte after a third of its time)."""
         self.computed = {}
         batches = _batches(uids)
-        # The next batch's entries are read (in the database's thread) while this one renders;
+        # The next batch's entries are read while this one goes out (PostgreSQL: while it renders);
         # the first is awaited as it is (a task for it would cost a FETCH of one message more).
         ahead: asyncio.Future[dict[int, Entry]] | None = None
         try:
@@ -121,6 +125,8 @@ class Fetcher:
                 entries = await (self._entries(batch) if ahead is None else ahead)
                 ahead = asyncio.ensure_future(self._entries(batches[n + 1])) if n + 1 < len(batches) else None
                 await self._send_batch(entries, send)
+                if ahead is not None:
+                    await flush()
         finally:
             if ahead is not None:
                 ahead.cancel()

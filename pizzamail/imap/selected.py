@@ -45,7 +45,7 @@ async def fetch(s: Session, cmd: Command) -> bytes:
             atts = (*atts, FetchAtt("MODSEQ"))
         if args.vanished:
             await _send_vanished_earlier(s, view, args, since)
-    await Fetcher.of(view, atts, uid_command=cmd.uid).run(uids, send=s.conn.send)
+    await Fetcher.of(view, atts, uid_command=cmd.uid).run(uids, send=s.conn.send, flush=s.conn.flush)
     return cmd.name.encode() + b" completed"
 
 
