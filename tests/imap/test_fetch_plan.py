@@ -14,6 +14,7 @@ import pytest
 from imaptools import Client, connect
 
 from pizzamail.imap import ImapServer, cache, fetch, parser, wire
+from pizzamail.imap import server as server_module
 from pizzamail.mailbox import Mailbox
 from pizzamail.store import Store
 
@@ -79,6 +80,29 @@ async def test_a_listing_reads_only_the_columns_it_answers_from(
     assert sum(1 for line in lines if re.match(rb"\* \d+ FETCH ", line)) == len(sample)
     [columns] = [m.group(1) for q in queries if (m := re.match(r"SELECT (.*) FROM mail\b", q))]
     assert columns.split(", ") == ["uid", "size", "internaldate", "flags", "headers"]
+
+
+async def test_a_long_fetch_goes_out_batch_by_batch(
+    client: Client, sample: list[bytes], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each batch is written as soon as it is made, so the client reads while the rest is made. Fails
+    on a FETCH whose answer waited in the connection's buffer (256 KB) until the command's end."""
+    monkeypatch.setattr(fetch, "_FIRST", 1)
+    monkeypatch.setattr(fetch, "_BATCH", 2)
+    written: list[int] = []
+    flush = server_module.Connection.flush
+
+    async def counted(self: server_module.Connection) -> None:
+        written.append(len(re.findall(rb"\* \d+ FETCH ", bytes(self._out))))
+        await flush(self)
+
+    monkeypatch.setattr(server_module.Connection, "flush", counted)
+    await client.command(b"s SELECT INBOX")
+    written.clear()
+    lines = await client.command(b"f FETCH 1:* (UID FLAGS)")
+    assert lines[-1].startswith(b"f OK")
+    batches = [1, *[2] * ((len(sample) - 1) // 2), *([1] if (len(sample) - 1) % 2 else [])]
+    assert [n for n in written if n] == batches
 
 
 async def test_sequence_numbers_skip_a_message_expunged_meanwhile_inside_a_batch(
