@@ -3,7 +3,7 @@
 One writer connection through aiosqlite (``BEGIN IMMEDIATE`` per transaction, serialised by the
 store's lock), on a thread of its own: a commit waits for its fsync there. One reader connection,
 used on the event loop's own thread: in WAL mode a read never waits for the writer and never sees
-a half-done write, and the store's reads (indexed, a few hundred rows at most a query) take less
+a half-done write, and the store's reads (indexed, and in chunks where a folder is large) take less
 than a trip to a thread and back, which costs 0.5-1 ms on a busy loop (each hands the GIL over
 twice); a 2,000-mail header listing spent a fifth of its time on those trips.
 """
@@ -30,6 +30,7 @@ from pizzamail.store.sql import SQLITE, statements
 def _reader(path: Path) -> sqlite3.Connection:
     reader = sqlite3.connect(path, isolation_level=None)
     reader.row_factory = sqlite3.Row
+    reader.execute("PRAGMA query_only=ON")  # data_version counts on it never writing
     reader.execute("PRAGMA busy_timeout=10000")
     reader.execute("PRAGMA temp_store=MEMORY")
     return reader
