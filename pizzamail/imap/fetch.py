@@ -117,8 +117,9 @@ class Fetcher:
         gather, a 2,000-mail header listing sent its first byte after a third of its time)."""
         self.computed = {}
         batches = _batches(uids)
-        # The next batch's entries are read while this one goes out (PostgreSQL: while it renders);
-        # the first is awaited as it is (a task for it would cost a FETCH of one message more).
+        # On PostgreSQL the next batch's entries are read while this one renders and goes out
+        # (SQLite's reads never suspend: its task runs when awaited); the first is awaited as it is
+        # (a task for it would cost a FETCH of one message more).
         ahead: asyncio.Future[dict[int, Entry]] | None = None
         try:
             for n, batch in enumerate(batches):

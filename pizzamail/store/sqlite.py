@@ -26,13 +26,17 @@ from pizzamail.store.commit import Outcome, to_the_end
 from pizzamail.store.events import CommitEvent, collecting, dropped_on_error
 from pizzamail.store.sql import SQLITE, statements
 
+#: both connections': wait for a lock instead of failing; temporary b-trees in memory (ORDER BY, and
+#: the writer's savepoint journals: on disk each batch of the group commit made, and deleted, a file
+#: in /var/tmp, 107 for 600 mails)
+_EITHER = ("busy_timeout=10000", "temp_store=MEMORY")
+
 
 def _reader(path: Path) -> sqlite3.Connection:
     reader = sqlite3.connect(path, isolation_level=None)
     reader.row_factory = sqlite3.Row
-    reader.execute("PRAGMA query_only=ON")  # data_version counts on it never writing
-    reader.execute("PRAGMA busy_timeout=10000")
-    reader.execute("PRAGMA temp_store=MEMORY")
+    for pragma in ("query_only=ON", *_EITHER):  # query_only: data_version counts on it never writing
+        reader.execute(f"PRAGMA {pragma}")
     return reader
 
 
@@ -46,13 +50,8 @@ async def connect(path: Path) -> aiosqlite.Connection:
         await asyncio.to_thread(connecting._thread.join)
         raise
     db.row_factory = aiosqlite.Row
-    await db.execute("PRAGMA journal_mode=WAL")
-    await db.execute("PRAGMA synchronous=FULL")
-    await db.execute("PRAGMA foreign_keys=ON")
-    await db.execute("PRAGMA busy_timeout=10000")
-    # savepoints' statement journals in memory: on disk each batch of the group commit made (and
-    # deleted) a file in /var/tmp, 107 for 600 mails
-    await db.execute("PRAGMA temp_store=MEMORY")
+    for pragma in ("journal_mode=WAL", "synchronous=FULL", "foreign_keys=ON", *_EITHER):
+        await db.execute(f"PRAGMA {pragma}")
     return db
 
 
