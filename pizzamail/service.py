@@ -40,6 +40,7 @@ from pizzamail.imap import start_imap_server
 from pizzamail.intake.pace import Intake
 from pizzamail.intake.reader import inbox_reader
 from pizzamail.intake.smtp import IntakeHandler, start_smtp_server
+from pizzamail.lanes import hold_while
 from pizzamail.mailbox import Mailbox
 from pizzamail.mailbox.filing import Filer
 from pizzamail.onboard import Listeners
@@ -168,6 +169,7 @@ class Service:
         # the mail index is in the database, shared by every serve: only the leader writes the mail;
         # mail being handed over by SMTP goes first
         taking = Intake()
+        stack.callback(hold_while(taking.busy))  # runs wait while a mail is being handed over
         filer = Filer(mailbox=mailbox, blobs=blobs, files=lambda: leadership.leading, pace=taking.paused)
         filed = await filer.run()
         if filed:

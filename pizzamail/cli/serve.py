@@ -10,6 +10,7 @@ import click
 
 from pizzamail.cli.app import App
 from pizzamail.home import serving, usable
+from pizzamail.lanes import Loop
 from pizzamail.logs import setup_logging
 from pizzamail.tls import fingerprint, server_context
 
@@ -48,7 +49,9 @@ def serve(app: App, demo_data: bool, verbose: bool) -> None:
         _warn_no_keyring(app)
         service = Service(home=app.home, config=app.config, secrets=app.secrets,
                           tls=server_context(*app.tls_paths()), demo_data=demo_data)
-        asyncio.run(_serve(app, service))
+        # the runs in a lane behind mail, IMAP and everything else someone waits for
+        with asyncio.Runner(loop_factory=Loop) as runner:
+            runner.run(_serve(app, service))
 
 
 async def _serve(app: App, service: Service) -> None:

@@ -40,6 +40,10 @@ class Intake:
         if not self._open:
             self._paused.set()
 
+    def busy(self) -> bool:
+        """Whether a mail is being handed over now."""
+        return bool(self._open)
+
     async def paused(self, at_most: float = PATIENCE) -> None:
         """Returns once no mail is being handed over, or after ``at_most`` seconds."""
         with contextlib.suppress(TimeoutError):

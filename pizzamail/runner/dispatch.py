@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pizzamail.config import Config
+from pizzamail.lanes import background
 from pizzamail.providers.registry import answering
 from pizzamail.secrets import SecretStore
 from pizzamail.store.runs import Run
@@ -78,6 +79,7 @@ class Dispatcher:
         return (self._loop is not None and not self._loop.done()) or any(not t.done() for t in self._runs)
 
     async def _dispatch(self) -> None:
+        background()  # this task and the runs it starts: behind whatever someone waits for
         while not self._stopping:
             self._kick.clear()  # before the look: a wake during it makes another look
             await self._fill()

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Protocol, TypeVar, cast
 
 from pizzamail.errors import TransactionLost
+from pizzamail.lanes import foreground
 from pizzamail.store.commit import GroupCommit, Outcome, to_the_end
 from pizzamail.store.events import CommitEvent, Events, collecting, dropped_on_error
 from pizzamail.store.sql import SQLITE
@@ -175,15 +176,17 @@ class Store:
         """
         backend = self._open_backend()
         parallel = not serial and backend.dialect != SQLITE
-        async with contextlib.nullcontext() if parallel else self._lock.held(priority=priority), \
-                backend.transaction(serial=not parallel) as tx:
-            with collecting(tx) as changes:
-                try:
-                    yield tx
-                except BaseException:
-                    await to_the_end(tx.rollback())
-                    raise
-                await self._commit(backend, tx, changes)
+        # a run holding the lock must not wait behind the mail that waits for the lock
+        with foreground():
+            async with contextlib.nullcontext() if parallel else self._lock.held(priority=priority), \
+                    backend.transaction(serial=not parallel) as tx:
+                with collecting(tx) as changes:
+                    try:
+                        yield tx
+                    except BaseException:
+                        await to_the_end(tx.rollback())
+                        raise
+                    await self._commit(backend, tx, changes)
 
     async def _commit(self, backend: Backend, tx: Tx, changes: list[CommitEvent]) -> None:
         """A commit whose caller is cancelled meanwhile still happens, so its events are published

@@ -20,6 +20,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from pizzamail.lanes import foreground_context
 from pizzamail.store.events import CommitEvent
 
 T = TypeVar("T")
@@ -58,8 +59,9 @@ class GroupCommit:
         lane = self._lanes[priority]
         lane.waiting.append((work, done))
         if lane.writing is None:
+            # in the foreground: it holds the write lock, and writes everyone's work
             lane.writing = asyncio.create_task(self._write_waiting(lane, priority),
-                                               name="pizzamail-store-commit")
+                                               name="pizzamail-store-commit", context=foreground_context())
         return await to_the_end(done)
 
     async def _write_waiting(self, lane: _Lane, priority: bool) -> None:
