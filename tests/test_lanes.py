@@ -7,13 +7,16 @@ import contextvars
 from collections.abc import Coroutine
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, TypeVar, cast
 
 import pytest
 
 from pizzamail import lanes
+from pizzamail.mailbox.filing import Filer
 from pizzamail.runner.dispatch import Dispatcher
 from pizzamail.store import Store, Tx
+
+T = TypeVar("T")
 
 
 def on_lanes(main: Coroutine[Any, Any, Any]) -> Any:
@@ -27,7 +30,7 @@ async def steps(log: list[str], name: str, count: int) -> None:
         await asyncio.sleep(0)
 
 
-def in_background(step: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
+def in_background(step: Coroutine[Any, Any, T]) -> asyncio.Task[T]:
     """A task in the background lane from its first step (as the dispatcher's runs are)."""
     context = contextvars.copy_context()
     context.run(lanes.background)
@@ -142,3 +145,20 @@ def test_the_dispatcher_starts_runs_in_the_background_lane() -> None:
         return lanes_seen
 
     assert on_lanes(main()) == [True, False]  # the runs', and the caller's stays in the foreground
+
+
+def test_a_filing_pass_a_run_starts_works_in_the_foreground() -> None:
+    """Anyone may wait for the pass a run started: held back, it would hold them back too."""
+
+    async def main() -> tuple[list[bool], int]:
+        lanes_seen: list[bool] = []
+        leading = iter([True, False])  # no longer leading after the wait: the pass files nothing
+
+        async def pace() -> None:
+            lanes_seen.append(lanes._BACKGROUND.get())
+
+        filer = Filer(mailbox=cast(Any, None), blobs=cast(Any, None), files=lambda: next(leading), pace=pace)
+        filed = await in_background(filer.run())
+        return lanes_seen, filed
+
+    assert on_lanes(main()) == ([False], 0)

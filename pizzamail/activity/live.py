@@ -9,6 +9,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from pizzamail.activity.board import Board
+from pizzamail.lanes import background
 from pizzamail.store.events import Events, MessageAdded, RunChanged
 
 log = logging.getLogger("pizzamail.activity")
@@ -71,6 +72,7 @@ class LiveBoard:
             self._kick.set()
 
     async def _loop(self) -> None:
+        background()  # nobody waits for the board this millisecond; it files and writes in the foreground
         wait = self.poll
         while True:
             with contextlib.suppress(TimeoutError):

@@ -14,6 +14,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+from pizzamail.lanes import foreground_context
 from pizzamail.mailbox.maildir import message_base
 from pizzamail.mailbox.writing import Delivery, MailFolders
 from pizzamail.store.blobs import BlobStore
@@ -77,8 +78,8 @@ class Filer:
         """File every message committed before this call; returns how many the pass filed."""
         if not self.files():
             return 0
-        if self._next is None:
-            self._next = asyncio.ensure_future(self._pass())
+        if self._next is None:  # in the foreground: a run may start it, and anyone may wait for it
+            self._next = asyncio.get_running_loop().create_task(self._pass(), context=foreground_context())
         # one caller cancelled (a stopping runner) must not cancel the pass the others wait for
         return await asyncio.shield(self._next)
 
