@@ -16,7 +16,8 @@ in the foreground meanwhile (:func:`foreground`): held, it would keep the lock f
 holds it back.
 
 asyncio has no public hook for any of this: :class:`Loop` overrides ``call_soon`` and the private
-``_run_once`` of the selector loop (CPython's own, unchanged since 3.8).
+``_run_once`` and ``_ready`` of CPython's selector loop (written against 3.11's; ``tests/test_lanes.py``
+fails if a later one differs in what this relies on).
 """
 
 from __future__ import annotations
