@@ -79,7 +79,7 @@ class Filer:
         if not self.files():
             return 0
         if self._next is None:  # in the foreground: a run may start it, and anyone may wait for it
-            self._next = asyncio.get_running_loop().create_task(self._pass(), context=foreground_context())
+            self._next = asyncio.create_task(self._pass(), context=foreground_context())
         # one caller cancelled (a stopping runner) must not cancel the pass the others wait for
         return await asyncio.shield(self._next)
 
