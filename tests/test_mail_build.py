@@ -1,16 +1,22 @@
-"""``plain_bytes``: the bytes of ``build_mail(...).as_bytes()``, written out without the email package."""
+"""``plain_bytes``: the bytes of ``build_mail(...).as_bytes()``, written out without the email package;
+the boundaries of the multipart mails pizzamail writes."""
 
 from __future__ import annotations
 
 import random
 from datetime import UTC, datetime, timedelta, timezone
+from email.generator import BytesGenerator
 from email.utils import formataddr
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from pizzamail.composer import Composer, MailContext
+from pizzamail.config import Config
 from pizzamail.mail import build
 from pizzamail.mail.build import build_mail, plain_bytes
+from pizzamail.mail.parse import parse_bytes
 
 WORDS = ["Task", "c3-117", "—", "step", "1,", "web__fetch", "Grüße", "a\"quoted\"", "(paren)", "x;y", "über",
          "[working]", "re:", "=?utf-8?q?x?=", "tab\there", "", "long" * 12, "日本", "#42", "a@b.c", "<x>"]
@@ -72,3 +78,27 @@ def test_plain_text_and_plain_headers_skip_the_email_package(monkeypatch: pytest
     monkeypatch.setattr(build, "build_mail", refused)
     monkeypatch.setattr(build, "_POLICY", Refusing())
     assert plain_bytes(**fields) == expected
+
+
+def test_multiparts_get_a_random_boundary_not_one_searched_for(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A reply with an attachment (multipart/mixed around multipart/alternative) is written with
+    boundaries of its own: the email package's search for one (a new regular expression a mail)
+    is never made, each mail's are new, and the parts read back as written."""
+
+    def searched(*args: object, **kwargs: object) -> str:
+        raise AssertionError("the email package searched for a boundary")
+
+    monkeypatch.setattr(BytesGenerator, "_make_boundary", classmethod(searched))
+    (tmp_path / "notes.txt").write_text("--=_ a line that looks like a delimiter\n")
+    ctx = MailContext(thread_id=1, run_id=2, subject="Plan", in_reply_to="t@x")
+    written = [Composer(config=Config()).reply(ctx, "**Done**", files=[tmp_path / "notes.txt"]).as_bytes()
+               for _ in range(2)]
+    read = [parse_bytes(raw) for raw in written]
+    boundaries = [part.get_boundary() for msg in read for part in msg.walk() if part.is_multipart()]
+    assert [p.get_content_type() for p in read[0].walk()] == [
+        "multipart/mixed", "multipart/alternative", "text/plain", "text/html", "text/plain"]
+    assert len(set(boundaries)) == 4 and all(b and b.startswith("=_") for b in boundaries)
+    attached = next(read[0].iter_attachments())
+    assert attached.get_content().splitlines() == ["--=_ a line that looks like a delimiter"]
