@@ -2,7 +2,8 @@
 SMTP intake while the runner works.
 
 Every part starts its own ``python -m pizzamail serve`` in a fresh home, with the tests' scripted model
-server (``FakeOpenAI``) as its provider, and talks to it over loopback as a mail program would:
+server (``FakeOpenAI``, in a process of its own) as its provider, and talks to it over loopback as a
+mail program would:
 
 (a) latency: N tasks one after another, each timed from the SMTP send until an IMAP client in IDLE
     sees the reply (``* N EXISTS``), 0-latency model; p50/p90 and where the time goes (SMTP 250, the
@@ -14,8 +15,8 @@ server (``FakeOpenAI``) as its provider, and talks to it over loopback as a mail
     the last submission until every run is done ÷ 1 s, ms per mail of that client while the runs
     work, and how many runs waited on the model at once (intake's pace bounds it);
 (e) SMTP intake, 4 clients x 150 mails, while the runner answers them (0-latency model), ÷ a bare
-    aiosmtpd no-op handler (bench/intake.py's baseline server) in the same run; and how long after
-    the last mail every run is done.
+    aiosmtpd no-op handler (bench/intake.py's baseline server, with the same clients and mails) in
+    the same run; and how long after the last mail every run is done.
 
 ``--against DIR`` runs every part with a second checkout too (e.g. ``--against /work/main``), side by
 side in the same run; the figures of both are printed.
@@ -27,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import imaplib
+import multiprocessing as mp
 import os
 import smtplib
 import sqlite3
@@ -37,7 +39,8 @@ import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -94,24 +97,72 @@ class Serve(Served):
         return time.perf_counter()
 
 
-@dataclass(kw_only=True)
-class Bench:
-    root: Path
-    fake: FakeOpenAI
-    asked: list[float] = field(default_factory=list)
-    """when the model received each request (perf_counter)"""
+class Model:
+    """The scripted model (``FakeOpenAI``) in a process of its own. A real provider works on
+    another machine; in the bench's process its threads took the GIL from the SMTP clients whose
+    pace (d) and (e) measure (600 requests under (e)). Here it still shares the machine's cores."""
 
-    def answer(self, delay: float) -> Callable[[Recorded], Scripted]:
+    def __init__(self) -> None:
+        self._conn, theirs = mp.Pipe()
+        self._proc = mp.Process(target=_model, args=(theirs,), daemon=True, name="fake model")
+        self._proc.start()
+        self.base_url: str = self._conn.recv()
+
+    def answer(self, delay: float) -> None:
+        """From now on every request is answered "Done." after ``delay`` seconds; forgets when
+        earlier ones came."""
+        self._ask("answer", delay)
+
+    def asked(self) -> list[float]:
+        """When the model received each request since :meth:`answer` or :meth:`forget` (perf_counter,
+        the same clock in every process)."""
+        return list(self._ask("asked"))
+
+    def forget(self) -> None:
+        self._ask("forget")
+
+    def close(self) -> None:
+        self._ask("stop")
+        self._proc.join()
+
+    def _ask(self, command: str, arg: float = 0.0) -> list[float]:
+        self._conn.send((command, arg))
+        return list(self._conn.recv())
+
+
+def _model(conn: Connection) -> None:
+    asked: list[float] = []
+
+    def answer(delay: float) -> Callable[[Recorded], Scripted]:
         def scripted(request: Recorded) -> Scripted:
-            self.asked.append(time.perf_counter())
+            asked.append(time.perf_counter())
             return slow(text("Done."), delay) if delay else text("Done.")
         return scripted
 
+    with FakeOpenAI(keep_alive=True) as fake:
+        conn.send(fake.base_url)
+        while True:
+            command, arg = conn.recv()
+            if command == "answer":
+                fake.script([], then=answer(arg))
+            if command in ("answer", "forget"):
+                asked.clear()
+                fake.requests.clear()
+            conn.send(list(asked) if command == "asked" else [])
+            if command == "stop":
+                return
+
+
+@dataclass(kw_only=True)
+class Bench:
+    root: Path
+    model: Model
+
     @contextmanager
     def serving(self, code: Code, concurrency: int | None = None, delay: float = 0.0) -> Iterator[Serve]:
-        self.fake.script([], then=self.answer(delay))
+        self.model.answer(delay)
         home = self.root / f"home-{time.time_ns()}"
-        write_config(home, base_url=self.fake.base_url)
+        write_config(home, base_url=self.model.base_url)
         runner = [*([f"concurrency = {concurrency}"] if concurrency is not None else []),
                   *(["separate = true"] if code.separate else [])]
         if runner:
@@ -162,7 +213,7 @@ def latency(bench: Bench, code: Code, tasks: int) -> dict[str, list[float]]:
                                                          "reply filed after the model")}
         for n in range(tasks + 3):  # the first three warm up (imports, caches)
             mail = task_mail(f"task {n}", subject=f"Task {n}")
-            bench.asked.clear()
+            bench.model.forget()
             base = idle.exists
             sent = time.perf_counter()
             smtp.send_message(mail)
@@ -171,7 +222,7 @@ def latency(bench: Bench, code: Code, tasks: int) -> dict[str, list[float]]:
             replied = idle.until(base + 2)
             if n < 3:
                 continue
-            asked = bench.asked[0] if bench.asked else float("nan")
+            asked = next(iter(bench.model.asked()), float("nan"))
             for key, value in (("total", replied - sent), ("smtp 250", accepted - sent),
                                ("task filed", filed - sent), ("model asked", asked - sent),
                                ("reply filed after the model", replied - asked)):
@@ -276,12 +327,12 @@ def many(bench: Bench, code: Code, runs: int) -> tuple[float, float, float, int]
     """(wall after the last submission ÷ the model's second, ms per mail while runs work, RSS MB,
     most model requests in flight at once)."""
     with bench.serving(code, 256, delay=THINKING) as served:
-        bench.asked.clear()
+        bench.model.forget()
         begin = time.perf_counter()
         submitted = submit(served.smtp, served.password, runs, "d")
         finished = served.until_done(runs)
         return ((finished - submitted) / THINKING, (submitted - begin) / runs * 1000, rss_mb(served.pid),
-                in_flight(bench.asked))
+                in_flight(bench.model.asked()))
 
 
 def in_flight(asked: list[float]) -> int:
@@ -297,8 +348,8 @@ def intake_busy(bench: Bench, code: Code, clients: int, per_client: int) -> tupl
     with bench.serving(code) as served:
         begin = time.perf_counter()
         with ThreadPoolExecutor(clients) as pool:
-            list(pool.map(lambda c: submit(served.smtp, served.password, per_client, f"c{c}-"),
-                          range(clients)))
+            # the baseline's own client and mails: the ratio compares the servers alone
+            list(pool.map(lambda _: intake.client(served.smtp, per_client, served.password), range(clients)))
         taken = time.perf_counter()
         rate = clients * per_client / (taken - begin)
         return rate, served.until_done(clients * per_client) - taken
@@ -320,9 +371,12 @@ def main() -> None:
     os.environ["PYTHON_KEYRING_BACKEND"] = "keyring.backends.fail.Keyring"  # the homes' secrets are files
     codes = {"this": Code(REPO), **({"this, separate": Code(REPO, True)} if args.separate else {}),
              **({"against": Code(args.against.resolve())} if args.against else {})}
-    with tempfile.TemporaryDirectory() as tmp, FakeOpenAI(keep_alive=True) as fake:
-        bench = Bench(root=Path(tmp), fake=fake)
-        run_parts(bench, codes, args)
+    model = Model()
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            run_parts(Bench(root=Path(tmp), model=model), codes, args)
+    finally:
+        model.close()
 
 
 def run_parts(bench: Bench, codes: dict[str, Code], args: argparse.Namespace) -> None:

@@ -75,9 +75,11 @@ def message(i: int) -> bytes:
     return msg.as_bytes(policy=email.policy.SMTP)
 
 
-def client(port: int, count: int) -> None:
+def client(port: int, count: int, password: str = "pw") -> None:
+    """``count`` messages over one connection, logged in as ``me`` (bench/agent.py's (e) sends the
+    same against a real serve)."""
     with smtplib.SMTP("127.0.0.1", port, timeout=60) as smtp:
-        smtp.login("me", "pw")
+        smtp.login("me", password)
         for i in range(count):
             smtp.sendmail(OWNER, [BOT], message(i))
 
