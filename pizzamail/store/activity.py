@@ -46,34 +46,34 @@ class ProgressNote:
 
 async def board_runs(store: Store, *, finished_since: datetime) -> list[BoardRun]:
     """Runs not over yet, and those that ended at or after ``finished_since``; oldest first. The last
-    tool is read for runs not over yet only: a finished run's mail does not name it."""
+    tool is read for runs not over yet only: a finished run's mail does not name it. One query,
+    however many runs: a board of 200 runs read each one's last tool on its own (5 % of serve's
+    CPU while they worked)."""
     marks = ", ".join("?" * len(ACTIVE))
     rows = await store.fetchall(
         "SELECT r.id, r.thread_id, r.status, r.error, r.created_at, r.started_at, r.finished_at,"
         " t.subject, m.message_id, m.refs,"
-        " (SELECT count(*) FROM steps s WHERE s.run_id = r.id AND s.kind = 'model') AS steps"
+        " (SELECT count(*) FROM steps s WHERE s.run_id = r.id AND s.kind = 'model') AS steps,"
+        f" CASE WHEN r.status IN ({marks}) THEN"
+        "  (SELECT s.data FROM steps s WHERE s.run_id = r.id AND s.kind IN ('tool', 'held', 'delegate')"
+        "   ORDER BY s.seq DESC LIMIT 1) END AS tool"
         " FROM runs r JOIN threads t ON t.id = r.thread_id LEFT JOIN messages m ON m.id = r.message_id"
         f" WHERE r.status IN ({marks}) OR r.finished_at >= ? ORDER BY r.id",
-        (*ACTIVE, finished_since.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")),  # as now() writes
+        (*ACTIVE, *ACTIVE, finished_since.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")),  # as now() writes
     )
     return [BoardRun(run=int(r["id"]), thread=int(r["thread_id"]), status=str(r["status"]),
                      subject=str(r["subject"]), task_id=r["message_id"],
                      task_refs=str(r["refs"] or "").split(), steps=int(r["steps"]),
-                     last_tool=await last_tool(store, int(r["id"])) if r["status"] in ACTIVE else None,
-                     error=r["error"],
+                     last_tool=_tool_name(r["tool"]), error=r["error"],
                      created_at=str(r["created_at"]), started_at=r["started_at"],
                      finished_at=r["finished_at"]) for r in rows]
 
 
-async def last_tool(store: Store, run_id: int) -> str | None:
-    """The tool the run called last (run, or held for approval)."""
-    row = await store.fetchone(
-        "SELECT data FROM steps WHERE run_id = ? AND kind IN ('tool', 'held', 'delegate')"
-        " ORDER BY seq DESC LIMIT 1",
-        (run_id,))
-    if row is None:
+def _tool_name(step: str | None) -> str | None:
+    """The tool a step's data names (a tool call, a held one, a delegation)."""
+    if step is None:
         return None
-    return str(json.loads(row["data"]).get("name") or "") or None
+    return str(json.loads(step).get("name") or "") or None
 
 
 async def progress_notes(store: Store, run_ids: list[int], *, board: str) -> list[ProgressNote]:

@@ -1,14 +1,19 @@
-"""The store's reads: a caller cancelled in the middle of one never leaves later reads in the past."""
+"""The store's reads: a caller cancelled in the middle of one never leaves later reads in the past;
+reads that gather in one query what the Activity board shows."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Iterable
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 
-from pizzamail.store import Row, Store
+from pizzamail.store import Row, Store, now
+from pizzamail.store.activity import board_runs
+from pizzamail.store.runs import create_run
 from pizzamail.store.threads import (
     NewMessage,
     add_message,
@@ -76,3 +81,22 @@ async def test_the_thread_of_a_replys_references_is_found_in_one_read(
     assert await thread_for_references(store, refs[:3]) == threads[0]
     assert await thread_for_references(store, ["gone@x"]) is None
     assert len(reads) == 3
+
+
+async def test_the_boards_runs_come_with_their_last_tool_in_one_read(store: Store) -> None:
+    """``board_runs`` on both engines: each run not over names the tool it called last (a held call
+    after a tool call names the held one), a run without a tool call none, a finished run none."""
+    async with store.write() as db:
+        thread = await create_thread(db, subject="s", agent="bot@pizzamail.localhost")
+        runs = [await create_run(db, thread, None) for _ in range(3)]
+        first, _, third = runs
+        steps = [(first, 1, "tool", "web_fetch"), (first, 2, "model", None), (first, 3, "held", "send_email"),
+                 (first, 4, "model", None), (third, 1, "tool", "web_fetch")]
+        for run, seq, kind, name in steps:
+            await db.execute("INSERT INTO steps(run_id, seq, kind, data, created_at) VALUES (?, ?, ?, ?, ?)",
+                             (run, seq, kind, json.dumps({"name": name} if name else {}), now()))
+        await db.execute("UPDATE runs SET status = 'running' WHERE id = ?", (runs[0],))
+        await db.execute("UPDATE runs SET status = 'done', finished_at = ? WHERE id = ?", (now(), runs[2]))
+    shown = await board_runs(store, finished_since=datetime.now(UTC) - timedelta(minutes=1))
+    assert [(r.run, r.status, r.steps, r.last_tool) for r in shown] == [
+        (runs[0], "running", 2, "send_email"), (runs[1], "queued", 0, None), (runs[2], "done", 0, None)]
