@@ -99,8 +99,8 @@ class Serve(Served):
 
 class Model:
     """The scripted model (``FakeOpenAI``) in a process of its own. A real provider works on
-    another machine; in the bench's process its threads took the GIL from the SMTP clients whose
-    pace (d) and (e) measure (600 requests under (e)). Here it still shares the machine's cores."""
+    another machine; in the bench's process its threads would share the GIL with the SMTP clients
+    whose pace (d) and (e) measure (600 requests under (e)). Here it still shares the cores."""
 
     def __init__(self) -> None:
         self._conn, theirs = mp.Pipe()

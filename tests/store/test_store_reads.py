@@ -89,14 +89,14 @@ async def test_the_boards_runs_come_with_their_last_tool_in_one_read(store: Stor
     async with store.write() as db:
         thread = await create_thread(db, subject="s", agent="bot@pizzamail.localhost")
         runs = [await create_run(db, thread, None) for _ in range(3)]
-        first, _, third = runs
+        first, second, third = runs
         steps = [(first, 1, "tool", "web_fetch"), (first, 2, "model", None), (first, 3, "held", "send_email"),
                  (first, 4, "model", None), (third, 1, "tool", "web_fetch")]
         for run, seq, kind, name in steps:
             await db.execute("INSERT INTO steps(run_id, seq, kind, data, created_at) VALUES (?, ?, ?, ?, ?)",
                              (run, seq, kind, json.dumps({"name": name} if name else {}), now()))
-        await db.execute("UPDATE runs SET status = 'running' WHERE id = ?", (runs[0],))
-        await db.execute("UPDATE runs SET status = 'done', finished_at = ? WHERE id = ?", (now(), runs[2]))
+        await db.execute("UPDATE runs SET status = 'running' WHERE id = ?", (first,))
+        await db.execute("UPDATE runs SET status = 'done', finished_at = ? WHERE id = ?", (now(), third))
     shown = await board_runs(store, finished_since=datetime.now(UTC) - timedelta(minutes=1))
     assert [(r.run, r.status, r.steps, r.last_tool) for r in shown] == [
-        (runs[0], "running", 2, "send_email"), (runs[1], "queued", 0, None), (runs[2], "done", 0, None)]
+        (first, "running", 2, "send_email"), (second, "queued", 0, None), (third, "done", 0, None)]
