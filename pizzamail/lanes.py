@@ -8,8 +8,9 @@ is background: nobody waits for it this millisecond, and its model takes seconds
 Background steps (those of tasks started in :func:`background`, and of every task they start) wait
 in a lane of their own. After each turn of the loop they run for at most :data:`SLICE` seconds,
 then the loop looks for I/O again, so a command waits for one slice at most, not for every run.
-While a hold says so (mail being handed over by SMTP) they wait altogether, but never longer than
-:data:`HOLD` at a time: runs slow down under a flood of mail, they never stop.
+While a hold says so (mail being handed over by SMTP) they wait altogether, but never longer at a
+time than the hold says (``pizzamail.intake.pace``): runs slow down under a flood of mail, they
+never stop.
 
 A background task that holds something foreground work may wait for (the store's write lock) runs
 in the foreground meanwhile (:func:`foreground`): held, it would keep the lock from the mail that
@@ -35,8 +36,8 @@ _BACKGROUND: contextvars.ContextVar[bool] = contextvars.ContextVar("pizzamail_ba
 
 #: the longest stretch of background steps between two looks for I/O
 SLICE = 0.004
-#: the longest a hold keeps background steps waiting (then one slice runs)
-HOLD = 0.05
+#: how often a held lane asks its holds again (a hold may end with time, and nothing wakes the loop)
+LOOK_AGAIN = 0.05
 
 
 def background() -> None:
@@ -62,14 +63,14 @@ def foreground_context() -> contextvars.Context:
     return context
 
 
-def hold_while(busy: Callable[[], bool]) -> Callable[[], None]:
-    """Background steps wait while ``busy()`` (at most :data:`HOLD` at a time), when the running loop
-    is a :class:`Loop`. Returns what takes the hold away."""
+def hold_while(hold: Callable[[], float]) -> Callable[[], None]:
+    """Background steps wait while ``hold()`` is above 0, at most that many seconds at a time (then
+    one slice runs), when the running loop is a :class:`Loop`. Returns what takes the hold away."""
     loop = asyncio.get_running_loop()
     if not isinstance(loop, Loop):
         return lambda: None
-    loop.holds.append(busy)
-    return lambda: loop.holds.remove(busy)
+    loop.holds.append(hold)
+    return lambda: loop.holds.remove(hold)
 
 
 def _nothing() -> None:
@@ -81,7 +82,7 @@ class Loop(asyncio.SelectorEventLoop):
 
     def __init__(self) -> None:
         super().__init__()
-        self.holds: list[Callable[[], bool]] = []
+        self.holds: list[Callable[[], float]] = []
         self._later: deque[asyncio.Handle] = deque()
         self._poll = asyncio.Handle(_nothing, (), self, None)
         self._slice_ended = self.time()
@@ -100,9 +101,11 @@ class Loop(asyncio.SelectorEventLoop):
     def _run_once(self) -> None:
         ready: deque[asyncio.Handle] = self._ready  # type: ignore[attr-defined]
         if self._later and not ready:
-            if self._held():  # the look for I/O waits at most until the hold ends
+            hold = self._hold()
+            if self.time() - self._slice_ended < hold:  # the look for I/O waits at most until it ends
                 if self._wake is None:
-                    self._wake = self.call_at(self._slice_ended + HOLD, self._woken)
+                    until = min(self._slice_ended + hold, self.time() + LOOK_AGAIN)
+                    self._wake = self.call_at(until, self._woken)
             else:  # the look for I/O must not block while background steps may run
                 ready.append(self._poll)
         super()._run_once()  # type: ignore[misc]
@@ -112,8 +115,11 @@ class Loop(asyncio.SelectorEventLoop):
     def _woken(self) -> None:
         self._wake = None
 
+    def _hold(self) -> float:
+        return max((hold() for hold in self.holds), default=0.0)
+
     def _held(self) -> bool:
-        return self.time() - self._slice_ended < HOLD and any(busy() for busy in self.holds)
+        return self.time() - self._slice_ended < self._hold()
 
     def _run_slice(self) -> None:
         if self._wake is not None:

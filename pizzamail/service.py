@@ -169,7 +169,7 @@ class Service:
         # the mail index is in the database, shared by every serve: only the leader writes the mail;
         # mail being handed over by SMTP goes first
         taking = Intake()
-        stack.callback(hold_while(taking.busy))  # runs wait while a mail is being handed over
+        stack.callback(hold_while(taking.hold))  # runs wait while mail is being handed over
         filer = Filer(mailbox=mailbox, blobs=blobs, files=lambda: leadership.leading, pace=taking.paused)
         filed = await filer.run()
         if filed:

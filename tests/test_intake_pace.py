@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
+from pizzamail.intake import pace
 from pizzamail.intake.pace import Intake
 from pizzamail.intake.smtp import IntakeHandler, start_smtp_server
 from pizzamail.mailbox import Mailbox
@@ -77,6 +78,45 @@ async def test_a_mail_reset_ends_and_the_wait_for_one_never_ended_is_bounded(
     assert (await asyncio.to_thread(client.rset))[0] == 250
     await asyncio.wait_for(intake.paused(at_most=60), TIMEOUT)
     await asyncio.to_thread(client.quit)
+
+
+async def test_two_mails_at_once_hold_the_follow_up_past_their_answers(
+    smtp_port: int, intake: Intake, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(pace, "CROWD", 3600.0)
+    first = await client_in_mid_mail(smtp_port)
+    assert intake.hold() == pace.HOLD_ONE  # one mail: runs wait a little at a time
+    second = await client_in_mid_mail(smtp_port)
+    for client in (first, second):
+        assert (await asyncio.to_thread(client.data, mail()))[0] == 250
+    assert intake.hold() == pace.HOLD_CROWD  # both answered: the burst still holds the runs
+    waiting = asyncio.create_task(intake.paused(at_most=60))
+    done, _ = await asyncio.wait([waiting], timeout=0.2)
+    assert not done  # and filing
+    waiting.cancel()
+    for client in (first, second):
+        await asyncio.to_thread(client.quit)
+
+
+async def test_mails_one_after_another_are_no_burst_and_a_burst_ends(
+    smtp_port: int, intake: Intake, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(pace, "CROWD", 3600.0)
+    client = await client_in_mid_mail(smtp_port)
+    assert (await asyncio.to_thread(client.data, mail()))[0] == 250
+    assert (await asyncio.to_thread(client.sendmail, OWNER, [BOT], mail()))  == {}
+    assert intake.hold() == 0.0 and not intake.crowded()
+    await asyncio.wait_for(intake.paused(at_most=60), TIMEOUT)
+    monkeypatch.setattr(pace, "CROWD", 0.1)
+    other = await client_in_mid_mail(smtp_port)
+    assert (await asyncio.to_thread(client.mail, OWNER))[0] == 250
+    assert intake.crowded()
+    for each in (client, other):
+        await asyncio.to_thread(each.rset)
+    await asyncio.wait_for(intake.paused(at_most=60), TIMEOUT)  # the burst's 0.1 s are over
+    assert intake.hold() == 0.0
+    for each in (client, other):
+        await asyncio.to_thread(each.quit)
 
 
 async def test_a_filing_pass_waits_for_its_pace_and_everyone_asking_meanwhile_shares_it(
