@@ -46,6 +46,8 @@ async def test_deliver_is_atomic_crlf_and_assigns_increasing_uids(mailbox: Mailb
     (b"Subject: lf\n\nbody\n", b"Subject: lf\r\n\r\nbody\r\n"),
     (b"Subject: cr\r\rbody\r", b"Subject: cr\r\n\r\nbody\r\n"),  # old Mac line ends
     (b"Subject: crcrlf\r\r\nbody\r\n", b"Subject: crcrlf\r\n\r\nbody\r\n"),  # as the parser reads it
+    (b"Subject: crlf\r\n\r\nbody\r\n", b"Subject: crlf\r\n\r\nbody\r\n"),
+    (b"Subject: mixed\r\n\nbody\n\r", b"Subject: mixed\r\n\r\nbody\r\n\r\n"),
 ])
 async def test_every_line_end_is_filed_as_crlf(mailbox: Mailbox, sent: bytes, filed: bytes) -> None:
     inbox = await mailbox.folder("INBOX")
@@ -53,6 +55,18 @@ async def test_every_line_end_is_filed_as_crlf(mailbox: Mailbox, sent: bytes, fi
     await mailbox.deliver(inbox, sent)
     [row] = await mailbox.messages(inbox)
     assert await mailbox.read(inbox, row) == filed
+
+
+def test_every_short_mix_of_line_ends_is_made_wire_form_as_the_parser_reads_it() -> None:
+    """The shortcuts for mail already in wire form and for mail without a CR against the one rule
+    (a lone CR or LF ends a line), over every text of up to 7 characters of a, CR and LF."""
+    texts = [b""]
+    for _ in range(7):
+        texts += [text + c for text in texts[-3 ** _:] for c in (b"a", b"\r", b"\n")]
+    assert len(texts) == sum(3 ** n for n in range(8))
+    for text in texts:
+        lines = text.replace(b"\r\n", b"\0").replace(b"\r", b"\0").replace(b"\n", b"\0")
+        assert maildir.to_crlf(text) == lines.replace(b"\0", b"\r\n"), text
 
 
 async def test_flags_rename_file_and_keywords_persist(mailbox: Mailbox) -> None:

@@ -31,7 +31,14 @@ _END_OF_HEADER = re.compile(rb"(?:^|\n)\r?\n")
 
 def to_crlf(data: bytes) -> bytes:
     """Wire form: every line ends in CRLF. A lone CR or LF ends a line too, as the stdlib's parser
-    reads it, so what IMAP serves is the mail that became the task."""
+    reads it, so what IMAP serves is the mail that became the task. Mail already in wire form (all
+    of pizzamail's own, and what SMTP takes) is returned as it is, and mail with no CR at all has
+    its LFs replaced: counting and replacing cost a tenth of the expression's search."""
+    carriage_returns = data.count(b"\r")
+    if not carriage_returns:
+        return data.replace(b"\n", b"\r\n")
+    if carriage_returns == data.count(b"\r\n") == data.count(b"\n"):
+        return data
     return _LONE_LINE_END.sub(b"\r\n", data)
 
 
