@@ -67,8 +67,10 @@ class Intake:
     def hold(self) -> float:
         """The longest the runs' steps may wait at a time now (0: not at all); for
         :func:`pizzamail.lanes.hold_while`."""
-        if self.crowded():
-            return HOLD_CROWD
+        if self._crowded_until:  # asked twice a turn of the loop: the clock only after a burst
+            if self.crowded():
+                return HOLD_CROWD
+            self._crowded_until = 0.0
         return HOLD_ONE if self._open else 0.0
 
     async def paused(self, at_most: float = PATIENCE) -> None:
