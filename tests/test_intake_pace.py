@@ -104,7 +104,7 @@ async def test_mails_one_after_another_are_no_burst_and_a_burst_ends(
     monkeypatch.setattr(pace, "CROWD", 3600.0)
     client = await client_in_mid_mail(smtp_port)
     assert (await asyncio.to_thread(client.data, mail()))[0] == 250
-    assert (await asyncio.to_thread(client.sendmail, OWNER, [BOT], mail()))  == {}
+    assert await asyncio.to_thread(client.sendmail, OWNER, [BOT], mail()) == {}
     assert intake.hold() == 0.0 and not intake.crowded()
     await asyncio.wait_for(intake.paused(at_most=60), TIMEOUT)
     monkeypatch.setattr(pace, "CROWD", 0.1)

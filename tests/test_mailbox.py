@@ -61,8 +61,8 @@ def test_every_short_mix_of_line_ends_is_made_wire_form_as_the_parser_reads_it()
     """The shortcuts for mail already in wire form and for mail without a CR against the one rule
     (a lone CR or LF ends a line), over every text of up to 7 characters of a, CR and LF."""
     texts = [b""]
-    for _ in range(7):
-        texts += [text + c for text in texts[-3 ** _:] for c in (b"a", b"\r", b"\n")]
+    for length in range(7):  # the texts one character longer than the 3 ** length last made
+        texts += [text + c for text in texts[-3 ** length:] for c in (b"a", b"\r", b"\n")]
     assert len(texts) == sum(3 ** n for n in range(8))
     for text in texts:
         lines = text.replace(b"\r\n", b"\0").replace(b"\r", b"\0").replace(b"\n", b"\0")

@@ -11,7 +11,7 @@ takes seconds anyway, the same moment. How long the follow-up waits depends on t
   delivered at once): the runs wait at most :data:`HOLD_CROWD` at a time, filing until the burst
   is over. Measured with ``bench/agent.py`` (e), four clients sending while the runner answered
   every mail: holding only while a mail was open, intake got 0.22-0.35x a bare aiosmtpd; holding
-  through the burst, with filing, 0.51-0.82x, the runs all done 1-2 s later.
+  through the burst, with filing, 0.51-0.82x, the runs all done 1-2 s later after the last mail.
 
 Filing waits at most :data:`PATIENCE` seconds, then does its pass anyway. With no mail coming in
 nothing waits.
