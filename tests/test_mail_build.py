@@ -1,5 +1,6 @@
 """``plain_bytes``: the bytes of ``build_mail(...).as_bytes()``, written out without the email package;
-the boundaries of the multipart mails pizzamail writes."""
+``alternative_bytes``: a reply's text and HTML, read back as the email package's mail says them; the
+boundaries of the multipart mails pizzamail writes."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import pytest
 from pizzamail.composer import Composer, MailContext
 from pizzamail.config import Config
 from pizzamail.mail import build
-from pizzamail.mail.build import build_mail, plain_bytes
+from pizzamail.mail.build import alternative_bytes, build_mail, plain_bytes, text_message
 from pizzamail.mail.parse import parse_bytes
 
 WORDS = ["Task", "c3-117", "—", "step", "1,", "web__fetch", "Grüße", "a\"quoted\"", "(paren)", "x;y", "über",
@@ -59,6 +60,42 @@ def test_the_bytes_are_those_the_email_package_writes(seed: int) -> None:
         assert plain_bytes(**fields) == build_mail(**fields).as_bytes(), fields
 
 
+def html(rng: random.Random) -> str:
+    body = text(rng).replace("\n", "</p>\n<p>")
+    cjk = "日本語のテキスト。" * rng.randint(1, 40)
+    return rng.choice([f'<p style="color: #888;">{body}</p>\n', cjk, ""])
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_a_text_and_its_html_read_back_as_the_email_package_writes_them(seed: int) -> None:
+    """Every header, the text and the HTML read the same from ``alternative_bytes`` as from the
+    email package's mail; every line is 7-bit and ends in CRLF, and the body's are at most 78
+    characters, so any server carries the mail as it is."""
+    rng = random.Random(seed)
+    encodings = set()
+    for _ in range(250):
+        fields, markup = mail(rng), html(rng)
+        written = alternative_bytes(**fields, html=markup)
+        theirs = text_message(**fields)
+        theirs.add_alternative(markup, subtype="html")
+        read, expected = parse_bytes(written), parse_bytes(build.mail_bytes(theirs))
+        assert [(k, str(v)) for k, v in read.items() if k != "Content-Type"] == [
+            (k, str(v)) for k, v in expected.items() if k != "Content-Type"], fields
+        assert [p.get_content_type() for p in read.walk()] == [
+            "multipart/alternative", "text/plain", "text/html"]
+        for kind in ("plain", "html"):
+            ours, package = read.get_body((kind,)), expected.get_body((kind,))
+            assert ours is not None and package is not None
+            assert ours.get_content() == package.get_content(), (fields, markup)
+            encodings.add(ours["Content-Transfer-Encoding"])
+        head, _, body = written.partition(b"\r\n\r\n")
+        lines = body.split(b"\r\n")
+        assert lines[-1] == b"" and all(len(line) <= 78 and line.isascii() for line in lines)
+        assert all(len(line) <= 998 and line.isascii() for line in head.split(b"\r\n"))
+        assert b"\r" not in written.replace(b"\r\n", b"") and b"\n" not in written.replace(b"\r\n", b"")
+    assert encodings == {"7bit", "quoted-printable", "base64"}
+
+
 def test_plain_text_and_plain_headers_skip_the_email_package(monkeypatch: pytest.MonkeyPatch) -> None:
     fields: dict[str, Any] = {
         "sender": "pizzamail <bot@pizzamail.localhost>", "to": "me@pizzamail.localhost",
@@ -78,6 +115,17 @@ def test_plain_text_and_plain_headers_skip_the_email_package(monkeypatch: pytest
     monkeypatch.setattr(build, "build_mail", refused)
     monkeypatch.setattr(build, "_POLICY", Refusing())
     assert plain_bytes(**fields) == expected
+
+
+def test_a_reply_without_files_skips_the_email_package(monkeypatch: pytest.MonkeyPatch) -> None:
+    def refused(*args: object, **kwargs: object) -> object:
+        raise AssertionError("the email package was used")
+
+    monkeypatch.setattr("pizzamail.composer.text_message", refused)
+    ctx = MailContext(thread_id=1, run_id=2, subject="Plan", in_reply_to="t@x")
+    read = parse_bytes(Composer(config=Config()).reply(ctx, "**Done** · 100 %").as_bytes())
+    assert read.get_body(("plain",)).get_content().splitlines()[0] == "**Done** · 100 %"  # type: ignore[union-attr]
+    assert "<strong>Done</strong> · 100 %" in read.get_body(("html",)).get_content()  # type: ignore[union-attr]
 
 
 def test_multiparts_get_a_random_boundary_not_one_searched_for(

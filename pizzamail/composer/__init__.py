@@ -24,7 +24,7 @@ from markupsafe import Markup
 from pizzamail.composer.render import markdown_html, templates_dir
 from pizzamail.config import Agent, Config
 from pizzamail.errors import PizzamailError
-from pizzamail.mail.build import Outgoing, build_mail
+from pizzamail.mail.build import Outgoing, alternative_bytes, mail_bytes, text_message
 from pizzamail.mail.ids import new_message_id
 
 _REPLY_PREFIX = re.compile(r"^\s*((re|aw|sv|antw)\s*(\[\d+\])?\s*:\s*)+", re.IGNORECASE)
@@ -176,18 +176,24 @@ class Composer:
         html = self.render("mail.html.j2", body_html=Markup(markdown_html(body)), subject=subject,
                            **names)
         message_id = message_id or new_message_id(self.config.domain, idstring=f"r{ctx.run_id}")
-        msg = self._message(kind, ctx, subject, message_id, refs, text)
-        msg.add_alternative(html, subtype="html")
-        for path in files:
-            _attach(msg, path)
-        for name, content in texts:
-            msg.add_attachment(content, subtype="plain", filename=name)
-        return Composed(kind=kind, message=msg, message_id=message_id, in_reply_to=ctx.in_reply_to,
+        fields = self._fields(kind, ctx, subject, message_id, refs)
+        if files or texts:
+            msg = text_message(**fields, text=text)
+            msg.add_alternative(html, subtype="html")
+            for path in files:
+                _attach(msg, path)
+            for name, content in texts:
+                msg.add_attachment(content, subtype="plain", filename=name)
+            data = mail_bytes(msg)
+        else:
+            data = alternative_bytes(**fields, text=text, html=html)
+        return Composed(kind=kind, data=data, message_id=message_id, in_reply_to=ctx.in_reply_to,
                         references=refs, subject=subject, body=body)
 
-    def _message(
-        self, kind: str, ctx: MailContext, subject: str, message_id: str, refs: list[str], text: str
-    ) -> EmailMessage:
+    def _fields(
+        self, kind: str, ctx: MailContext, subject: str, message_id: str, refs: list[str]
+    ) -> dict[str, Any]:
+        """The header fields of a mail in ``ctx``'s thread."""
         agent, account = self._agent(ctx), self.config.account
         headers = [
             # RFC 3834: marks the mail as machine-written so well-behaved autoresponders stay quiet
@@ -195,10 +201,10 @@ class Composer:
             ("X-Pizzamail-Thread", str(ctx.thread_id)), ("X-Pizzamail-Run", str(ctx.run_id)),
             ("X-Pizzamail-Kind", kind), *ctx.headers,
         ]
-        return build_mail(sender=str(Address(display_name=agent.name, addr_spec=agent.address)),
-                          to=account.address, subject=subject, text=text, message_id=message_id,
-                          in_reply_to=ctx.in_reply_to, references=refs, date=self.clock(),
-                          headers=headers).message
+        return {"sender": str(Address(display_name=agent.name, addr_spec=agent.address)),
+                "to": account.address, "subject": subject, "message_id": message_id,
+                "in_reply_to": ctx.in_reply_to, "references": refs, "date": self.clock(),
+                "headers": headers}
 
 
 def _attach(msg: EmailMessage, path: Path) -> None:

@@ -1,12 +1,14 @@
-"""The bytes of a mail pizzamail writes itself: a task from the CLI or a trigger, a trigger's notice.
-Pure; no I/O.
+"""The bytes of a mail pizzamail writes itself: a task from the CLI or a trigger, a trigger's notice,
+the agents' replies. Pure; no I/O.
 
-One text/plain part first (what the store keeps as the body and what clients show), then any
-attachments. Message-IDs are given without angle brackets (:mod:`pizzamail.mail.ids`).
+One text/plain part first (what the store keeps as the body and what clients show), then an HTML
+alternative or attachments. Message-IDs are given without angle brackets (:mod:`pizzamail.mail.ids`).
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import email.policy
 import email.utils
 import re
@@ -38,7 +40,8 @@ class AttachedFile:
 class Outgoing:
     """A mail built here, with the facts the store keeps of it."""
 
-    message: EmailMessage
+    data: bytes
+    """the mail as it is filed and sent"""
     message_id: str
     in_reply_to: str | None
     references: list[str]
@@ -46,7 +49,7 @@ class Outgoing:
     body: str
 
     def as_bytes(self) -> bytes:
-        return mail_bytes(self.message)
+        return self.data
 
 
 def mail_bytes(msg: EmailMessage) -> bytes:
@@ -56,8 +59,12 @@ def mail_bytes(msg: EmailMessage) -> bytes:
     128 random bits appear in no part by chance, and nobody who writes a part can know them."""
     for part in msg.walk():
         if part.get_content_maintype() == "multipart" and part.get_boundary() is None:
-            part.set_boundary(f"=_{secrets.token_hex(16)}")
+            part.set_boundary(_boundary())
     return msg.as_bytes()
+
+
+def _boundary() -> str:
+    return f"=_{secrets.token_hex(16)}"
 
 
 def build_mail(
@@ -67,16 +74,26 @@ def build_mail(
 ) -> Outgoing:
     """A mail from ``sender`` to ``to``; ``headers`` (X-Pizzamail-Source …) follow the standard ones.
     Without ``date`` it is dated now, in local time."""
+    msg = text_message(sender=sender, to=to, subject=subject, text=text, message_id=message_id,
+                       in_reply_to=in_reply_to, references=references, date=date, headers=headers)
+    for file in attachments:
+        _attach(msg, file)
+    return Outgoing(data=mail_bytes(msg), message_id=message_id, in_reply_to=in_reply_to,
+                    references=list(references), subject=subject, body=text)
+
+
+def text_message(
+    *, sender: str, to: str, subject: str, text: str, message_id: str, in_reply_to: str | None = None,
+    references: Sequence[str] = (), date: datetime | None = None, headers: Sequence[tuple[str, str]] = (),
+) -> EmailMessage:
+    """The header fields and text part of :func:`build_mail`, for more parts to be added."""
     msg = EmailMessage(policy=_POLICY)
     for name, value in _header_lines(sender=sender, to=to, subject=subject, message_id=message_id,
                                      in_reply_to=in_reply_to, references=references, date=date,
                                      headers=headers):
         msg[name] = value
     msg.set_content(text)
-    for file in attachments:
-        _attach(msg, file)
-    return Outgoing(message=msg, message_id=message_id, in_reply_to=in_reply_to,
-                    references=list(references), subject=subject, body=text)
+    return msg
 
 
 def plain_bytes(
@@ -95,6 +112,43 @@ def plain_bytes(
     fields = _header_lines(sender=sender, to=to, subject=subject, message_id=message_id,
                            in_reply_to=in_reply_to, references=references, date=date, headers=headers)
     return b"".join([*(_folded(name, value) for name, value in fields), _PLAIN_TEXT, *lines])
+
+
+def alternative_bytes(
+    *, sender: str, to: str, subject: str, text: str, html: str, message_id: str,
+    in_reply_to: str | None = None, references: Sequence[str] = (), date: datetime | None = None,
+    headers: Sequence[tuple[str, str]] = (),
+) -> bytes:
+    """A mail of ``text`` and its ``html`` alternative (multipart/alternative), written out directly:
+    what ``build_mail`` and ``add_alternative(html, subtype="html")`` say, in a tenth of the time (a
+    reply's bytes through the email package were a sixth of a run's CPU). Every line is 7-bit:
+    the mail goes through any mail server as it is."""
+    fields = _header_lines(sender=sender, to=to, subject=subject, message_id=message_id,
+                           in_reply_to=in_reply_to, references=references, date=date, headers=headers)
+    boundary = _boundary().encode("ascii")
+    delimiter = b"--" + boundary
+    return b"".join([
+        *(_folded(name, value) for name, value in fields),
+        b'MIME-Version: 1.0\r\nContent-Type: multipart/alternative;\r\n boundary="%s"\r\n\r\n' % boundary,
+        delimiter, b"\r\n", _text_part(text, b"plain"),
+        b"\r\n", delimiter, b"\r\n", _text_part(html, b"html"),
+        b"\r\n", delimiter, b"--\r\n",
+    ])
+
+
+def _text_part(text: str, subtype: bytes) -> bytes:
+    """A text part's header and body: 7-bit lines as they are (as ``set_content`` writes them),
+    other text quoted-printable, or base64 where that is shorter (text of few ASCII letters)."""
+    head = b'Content-Type: text/%s; charset="utf-8"\r\nContent-Transfer-Encoding: ' % subtype
+    lines = _seven_bit(text)
+    if lines is not None:
+        return b"".join([head, b"7bit\r\n\r\n", *lines])
+    split = text.encode("utf-8").splitlines()
+    quoted = binascii.b2a_qp(b"".join(line + b"\n" for line in split), istext=True)
+    canonical = b"".join(line + b"\r\n" for line in split)  # base64 keeps text's CRLFs (RFC 2045)
+    if len(quoted) <= len(canonical) * 4 // 3:
+        return b"".join([head, b"quoted-printable\r\n\r\n", quoted.replace(b"\n", b"\r\n")])
+    return b"".join([head, b"base64\r\n\r\n", base64.encodebytes(canonical).replace(b"\n", b"\r\n")])
 
 
 def _header_lines(

@@ -11,6 +11,7 @@ from pizzamail.composer.render import markdown_html, templates_dir
 from pizzamail.config import AgentSettings, Config, ProviderSettings, RunnerSettings, parse_config
 from pizzamail.errors import ProviderNotConfigured, RunError
 from pizzamail.home import Home
+from pizzamail.mail.parse import parse_bytes
 from pizzamail.providers import Message, local, provider_for
 from pizzamail.providers.openai import MAX_WAIT, OpenAIProvider, backoff, parse_arguments, wire_message
 from pizzamail.runner.dispatch import runs_at_once
@@ -52,16 +53,17 @@ def test_a_templates_folder_overrides_bundled_templates_one_by_one(tmp_path: Pat
     (tmp_path / "mail.txt.j2").write_text("custom {{ body }}")
     composer = Composer(config=Config(), templates=tmp_path)
     ctx = MailContext(thread_id=1, run_id=2, subject="s", in_reply_to=None)
-    mail = composer.reply(ctx, "hi")
-    assert mail.message.get_body(("plain",)).get_content() == "custom hi\n"  # type: ignore[union-attr]
-    assert "<p>hi</p>" in mail.message.get_body(("html",)).get_content()  # type: ignore[union-attr]
-    assert "In-Reply-To" not in mail.message
+    mail = parse_bytes(composer.reply(ctx, "hi").as_bytes())
+    assert mail.get_body(("plain",)).get_content().splitlines() == ["custom hi"]  # type: ignore[union-attr]
+    assert "<p>hi</p>" in mail.get_body(("html",)).get_content()  # type: ignore[union-attr]
+    assert "In-Reply-To" not in mail
 
 
 def test_html_autoescapes_the_subject() -> None:
     composer = Composer(config=Config())
     ctx = MailContext(thread_id=1, run_id=2, subject="<b>bold</b>", in_reply_to="a@x")
-    html = composer.reply(ctx, "hi").message.get_body(("html",)).get_content()  # type: ignore[union-attr]
+    mail = parse_bytes(composer.reply(ctx, "hi").as_bytes())
+    html = mail.get_body(("html",)).get_content()  # type: ignore[union-attr]
     assert "<title>Re: &lt;b&gt;bold&lt;/b&gt;</title>" in html
 
 
