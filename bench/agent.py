@@ -10,7 +10,9 @@ mail program would:
     task filed in INBOX, the model request, the reply filed);
 (b) idle CPU of serve with ``[runner] concurrency = 256`` and with 1, side by side, over ``--idle``
     seconds (utime + stime from /proc/PID/stat), in % of one core;
-(c) RSS after 200 runs on the 0-latency model, of serve and its runner process (and their PSS);
+(c) RSS after 200 runs on the 0-latency model, of serve and its runner process (and their PSS), and
+    the CPU they spent a task (its mail, its run, the filing of both), which moves with the machine
+    much less than rates do;
 (d) 200 runs on a 1-second model (concurrency 256), submitted by one SMTP client: wall time from
     the last submission until every run is done ÷ 1 s, ms per mail of that client while the runs
     work, and how many runs waited on the model at once (intake's pace bounds it);
@@ -312,12 +314,15 @@ def submit(port: int, password: str, count: int, tag: str) -> float:
     return time.perf_counter()
 
 
-def memory(bench: Bench, code: Code, runs: int) -> tuple[float, float]:
-    """RSS and PSS (MB) after ``runs`` runs."""
+def memory(bench: Bench, code: Code, runs: int) -> tuple[float, float, float]:
+    """RSS and PSS (MB) after ``runs`` runs, and the CPU milliseconds a task (mail, run, filing)."""
     with bench.serving(code) as served:
+        time.sleep(1)  # the start's own work settles
+        before = cpu_seconds(served.pid)
         submit(served.smtp, served.password, runs, "m")
         served.until_done(runs)
-        return rss_mb(served.pid), pss_mb(served.pid)
+        cpu = (cpu_seconds(served.pid) - before) / runs * 1000
+        return rss_mb(served.pid), pss_mb(served.pid), cpu
 
 
 # -- (d) many runs at once, (e) intake while the runner works ------------------------------------------
@@ -392,8 +397,8 @@ def run_parts(bench: Bench, codes: dict[str, Code], args: argparse.Namespace) ->
     if "c" in args.parts:
         print(f"(c) RSS of serve (and its runner process) after {args.runs} runs (goal: < 120 MB)")
         for name, code in codes.items():
-            rss, pss = memory(bench, code, args.runs)
-            print(f"  {name}: {rss:6.1f} MB   (PSS {pss:6.1f} MB)")
+            rss, pss, cpu = memory(bench, code, args.runs)
+            print(f"  {name}: {rss:6.1f} MB   (PSS {pss:6.1f} MB)   CPU {cpu:5.2f} ms a task")
     if "d" in args.parts:
         print(f"(d) {args.runs} runs at once on a {THINKING:g}-s model, concurrency 256, one SMTP client"
               " (goals: wall after the last submission ÷ 1 s < 1.5; < 10 ms per mail)")
