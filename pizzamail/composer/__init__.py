@@ -24,7 +24,7 @@ from markupsafe import Markup
 from pizzamail.composer.render import markdown_html, templates_dir
 from pizzamail.config import Agent, Config
 from pizzamail.errors import PizzamailError
-from pizzamail.mail.build import Outgoing, alternative_bytes, mail_bytes, text_message
+from pizzamail.mail.build import Fields, Outgoing, alternative_bytes, mail_bytes, text_message
 from pizzamail.mail.ids import new_message_id
 
 _REPLY_PREFIX = re.compile(r"^\s*((re|aw|sv|antw)\s*(\[\d+\])?\s*:\s*)+", re.IGNORECASE)
@@ -192,7 +192,7 @@ class Composer:
 
     def _fields(
         self, kind: str, ctx: MailContext, subject: str, message_id: str, refs: list[str]
-    ) -> dict[str, Any]:
+    ) -> Fields:
         """The header fields of a mail in ``ctx``'s thread."""
         agent, account = self._agent(ctx), self.config.account
         headers = [

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from email.message import EmailMessage
+from typing import TypedDict
 
 from pizzamail.mail.ids import bracketed
 from pizzamail.mail.parse import POLICY, parse_bytes
@@ -50,6 +51,19 @@ class Outgoing:
 
     def as_bytes(self) -> bytes:
         return self.data
+
+
+class Fields(TypedDict):
+    """A mail's header fields, as :func:`text_message` and :func:`alternative_bytes` take them."""
+
+    sender: str
+    to: str
+    subject: str
+    message_id: str
+    in_reply_to: str | None
+    references: Sequence[str]
+    date: datetime | None
+    headers: Sequence[tuple[str, str]]
 
 
 def mail_bytes(msg: EmailMessage) -> bytes:
