@@ -170,6 +170,7 @@ class Bench:
         if runner:
             with (home / "config.toml").open("a") as config:
                 config.write("[runner]\n" + "".join(f"{line}\n" for line in runner))
+        os.sync()  # the previous serve's writeback must not land in this one's figures
         served = Serve(home=home, env=serve_env(home), code=code.path).launch()
         try:
             yield served
