@@ -12,8 +12,9 @@ from email.policy import default
 
 import pytest
 
-from pizzamail.activity.board import ACTIVITY_FOLDER, Board
-from pizzamail.activity.live import LiveBoard
+from pizzamail.activity import live
+from pizzamail.activity.board import ACTIVITY_FOLDER, RENDERED_AT_ONCE, Board, Pass
+from pizzamail.activity.live import LONGEST_REST, PER_MAIL, LiveBoard
 from pizzamail.activity.status import status_mail, status_name, status_subject
 from pizzamail.composer import Composer
 from pizzamail.config import ActivitySettings, Config
@@ -126,17 +127,17 @@ async def test_a_run_racing_through_steps_is_shown_once_an_interval_and_always_e
     [(first, _)] = await activity(mailbox)
     for seq in range(1, 21):  # twenty steps within the same second
         await step(store, run, seq, "web__fetch")
-        assert await shown.sync() == 1.0
+        assert (await shown.sync()).due == 1.0
     assert [uid for uid, _ in await activity(mailbox)] == [first]  # not replaced twenty times
 
     clock.now = START - timedelta(hours=1)  # a clock set back holds it back no longer than the interval
-    assert await shown.sync() == 1.0
+    assert (await shown.sync()).due == 1.0
     clock.now = START + timedelta(seconds=1)
-    assert await shown.sync() is None
+    assert (await shown.sync()).due is None
     assert await subjects(mailbox) == ["[working] Find flights — step 20, web__fetch"]
     await step(store, run, 21, "read_attachment")
     await finish(store, run)
-    assert await shown.sync() is None  # a final state is shown at once, however soon
+    assert (await shown.sync()).due is None  # a final state is shown at once, however soon
     assert await subjects(mailbox) == ["[done] Find flights — 21 steps"]
 
 
@@ -208,7 +209,7 @@ async def test_a_burst_of_changes_is_shown_in_one_pass_after_it_settled(
     passes, settled = [], asyncio.Event()
     real = shown.sync
 
-    async def counted() -> float | None:
+    async def counted() -> Pass:
         passes.append(len(passes))
         return await real()
 
@@ -225,6 +226,63 @@ async def test_a_burst_of_changes_is_shown_in_one_pass_after_it_settled(
             await asyncio.wait_for(changed.wait(), 10)
             changed = mailbox.change_event(folder)
     assert len(passes) == 2  # no pass, and no mail, for its "working" moment
+
+
+@pytest.mark.parametrize("per_mail", [PER_MAIL, LONGEST_REST])
+async def test_after_a_pass_the_board_rests_for_each_mail_it_delivered_up_to_a_ceiling(
+        store: Store, mailbox: Mailbox, blobs: BlobStore, monkeypatch: pytest.MonkeyPatch,
+        per_mail: float) -> None:
+    monkeypatch.setattr(live, "PER_MAIL", per_mail)
+    rests: list[float] = []
+    rested, settled = asyncio.Event(), asyncio.Event()
+
+    async def rest(seconds: float) -> None:
+        rests.append(seconds)
+        rested.set()
+
+    for n in range(3):
+        await new_task(store, blobs, f"Task {n}")
+    async with LiveBoard(board=board(store, mailbox, blobs, Clock()), events=store.events,
+                         settle=settled.wait, rest=rest):
+        assert rests == []  # entering reconciles; nothing to rest from yet
+        for _ in range(3):
+            await claim(store)  # three runs start: the next pass shows each working
+        settled.set()
+        await asyncio.wait_for(rested.wait(), 10)
+    assert rests == [pytest.approx(min(3 * per_mail, LONGEST_REST))]
+
+
+async def test_a_pass_of_many_mails_lets_the_event_loop_turn_while_it_renders(
+        store: Store, mailbox: Mailbox, blobs: BlobStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    shown = board(store, mailbox, blobs, Clock())
+    for n in range(3 * RENDERED_AT_ONCE):
+        await new_task(store, blobs, f"Task {n}")
+    turns = 0
+
+    async def count_turns() -> None:
+        nonlocal turns
+        while True:
+            turns += 1
+            await asyncio.sleep(0)
+
+    seen: list[int] = []
+    render = shown._text
+
+    def text(run: BoardRun) -> str:
+        seen.append(turns)
+        return render(run)
+
+    monkeypatch.setattr(shown, "_text", text)
+    counting = asyncio.create_task(count_turns())
+    await asyncio.sleep(0)
+    try:
+        await shown.sync()
+    finally:
+        counting.cancel()
+    assert len(seen) == 3 * RENDERED_AT_ONCE
+    # the loop turned between each run of RENDERED_AT_ONCE renderings, never inside one
+    runs = [seen[i:i + RENDERED_AT_ONCE] for i in range(0, len(seen), RENDERED_AT_ONCE)]
+    assert all(len(set(run)) == 1 for run in runs) and len({run[0] for run in runs}) == 3
 
 
 async def test_a_change_still_settling_when_the_board_leaves_is_shown_before_it_leaves(
