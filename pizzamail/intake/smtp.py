@@ -34,17 +34,13 @@ from pizzamail.intake.batch import GroupCommit
 from pizzamail.intake.control import record_stop
 from pizzamail.intake.pace import Intake
 from pizzamail.intake.tasks import Received, Stored
-from pizzamail.mail.parse import ParsedMail, parse_bytes, parsed_mail
+from pizzamail.mail.parse import ParsedMail, parse_bytes, parsed_at_once, parsed_mail
 from pizzamail.store import Store
 from pizzamail.store.blobs import BlobStore
 from pizzamail.store.threads import thread_for_references
 
 log = logging.getLogger("pizzamail.intake")
 
-PARSED_AT_ONCE = 64 * 1024
-"""the largest mail parsed in the event loop (a 2 KB task takes ~1 ms; see :func:`_parsed_at_once`)"""
-PARTS_AT_ONCE = 4
-"""the most MIME parts of a mail parsed in the event loop (each takes the stdlib about a millisecond)"""
 
 
 class _NoiseFilter(logging.Filter):
@@ -174,7 +170,7 @@ class IntakeHandler:
                            " try again later").smtp_reply()
 
     async def _accept(self, raw: bytes, envelope: Envelope, login: Login) -> Stored:
-        msg, parsed = _parse(raw) if _parsed_at_once(raw) else await asyncio.to_thread(_parse, raw)
+        msg, parsed = _parse(raw) if parsed_at_once(raw) else await asyncio.to_thread(_parse, raw)
         parsed = _checked_sender(parsed, envelope, login)
         if parsed.is_empty:
             raise SmtpRefusal(554, "5.6.0", "empty mail: write the task in the subject or body")
@@ -282,16 +278,8 @@ def _base_address(address: str) -> str:
     return f"{local.split('+', 1)[0]}@{domain}"
 
 
-def _parsed_at_once(raw: bytes) -> bool:
-    """Whether to parse ``raw`` right in the event loop: a small mail of a few parts at most (most
-    tasks) takes less than its hop to a worker thread and back, which waits for the busy loop's
-    turn (and under the GIL no thread parses beside the loop anyway). Parts are counted by their
-    delimiter lines: one each, and one that closes."""
-    return len(raw) <= PARSED_AT_ONCE and raw.count(b"\n--") <= PARTS_AT_ONCE + 1
-
-
 def _parse(raw: bytes) -> tuple[EmailMessage, ParsedMail]:
-    """Parsed once, in a worker thread unless :func:`_parsed_at_once`: the stdlib takes about a
+    """Parsed once, in a worker thread unless :func:`parsed_at_once`: the stdlib takes about a
     millisecond per MIME part, and a mail of thousands of parts must not hold up every other
     connection meanwhile."""
     msg = parse_bytes(raw)

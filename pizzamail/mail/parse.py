@@ -172,6 +172,20 @@ def is_clipped(msg: EmailMessage) -> bool:
     return any(isinstance(part, BoundedMessage) and part.clipped for part in msg.walk())
 
 
+PARSED_AT_ONCE = 64 * 1024
+"""the largest mail parsed in the event loop (a 2 KB task takes ~0.1 ms; see :func:`parsed_at_once`)"""
+PARTS_AT_ONCE = 4
+"""the most MIME parts of a mail parsed in the event loop (each takes the stdlib about a millisecond)"""
+
+
+def parsed_at_once(raw: bytes) -> bool:
+    """Whether to parse ``raw`` right in the event loop: a small mail of a few parts at most (most
+    tasks) takes less than its hop to a worker thread and back, which waits for the busy loop's
+    turn (and under the GIL no thread parses beside the loop anyway; it only takes the loop's
+    turns). Parts are counted by their delimiter lines: one each, and one that closes."""
+    return len(raw) <= PARSED_AT_ONCE and raw.count(b"\n--") <= PARTS_AT_ONCE + 1
+
+
 def parse_mail(raw: bytes) -> ParsedMail:
     """Bytes to :class:`ParsedMail` (callers that also need the stdlib's tree use :func:`parsed_mail`)."""
     return parsed_mail(parse_bytes(raw))

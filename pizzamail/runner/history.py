@@ -2,7 +2,8 @@
 
 The files attached to the user's mails go with their turns: images as pictures, documents (PDF,
 DOCX, XLSX, CSV, HTML, text) as the start of their text, bounded, with a note on how
-``read_attachment`` reads the rest. Both are made in a worker thread each time a run starts: the
+``read_attachment`` reads the rest. Both are made each time a run starts, in a worker thread (a
+small mail is parsed in the event loop first, and one without files needs nothing more): the
 thread's mails are the record, nothing about them is checkpointed.
 """
 
@@ -13,7 +14,7 @@ from dataclasses import dataclass, replace
 
 from pizzamail.composer import MailContext
 from pizzamail.config import Agent
-from pizzamail.mail.parse import parse_mail
+from pizzamail.mail.parse import ParsedMail, parse_mail, parsed_at_once
 from pizzamail.providers.pictures import MAX_PICTURES, is_image, picture
 from pizzamail.providers.types import Message, Picture
 from pizzamail.store import Store
@@ -89,7 +90,13 @@ async def _turn(message: StoredMessage, blobs: BlobStore) -> Message:
     if message.direction != "in":
         return Message(role="assistant", content=message.body)
     turn = Message(role="user", content=message.body)
-    found = await asyncio.to_thread(_attached, await blobs.load(message.blob), message.subject)
+    raw = await blobs.load(message.blob)
+    # most mails are small and carry no files: parsed here, they need no trip to a worker thread
+    # (which, parsing under the GIL, would only take the event loop's turns)
+    parsed = parse_mail(raw) if parsed_at_once(raw) else None
+    if parsed is not None and not parsed.files:
+        return turn
+    found = await asyncio.to_thread(_attached, raw if parsed is None else parsed, message.subject)
     if not found:
         return turn
     notes = [p for p in found if isinstance(p, str)]
@@ -97,10 +104,10 @@ async def _turn(message: StoredMessage, blobs: BlobStore) -> Message:
                    pictures=tuple(p for p in found if isinstance(p, Picture)))
 
 
-def _attached(raw: bytes, subject: str) -> list[Picture | str]:
+def _attached(mail: ParsedMail | bytes, subject: str) -> list[Picture | str]:
     """The mail's images, fitted (or the line saying why one cannot be shown), and the text of its
     other files, each bounded and all together too."""
-    parsed = parse_mail(raw)
+    parsed = mail if isinstance(mail, ParsedMail) else parse_mail(mail)
     images = [f for f in parsed.files if is_image(f.filename or "", f.content_type)]
     found: list[Picture | str] = [picture(f.data, name=f.filename or "image", media_type=f.content_type)
                                   for f in images[:MAX_PICTURES]]

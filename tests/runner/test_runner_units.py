@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
+from email.message import EmailMessage
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+import pizzamail.runner.history as history_module
 from pizzamail.composer import Composer, MailContext, reference_chain, reply_subject
 from pizzamail.composer.render import markdown_html, templates_dir
 from pizzamail.config import AgentSettings, Config, ProviderSettings, RunnerSettings, parse_config
@@ -167,6 +171,34 @@ async def test_history_is_bounded_and_leaves_out_our_own_notices(tmp_path: Path)
               created_at="t", started_at=None, finished_at=None)
     mail = ctx.mail(run)
     assert mail.in_reply_to == "m5@x" and mail.references == ["m1@x", "m2@x", "m3@x", "m4@x"]
+
+
+async def test_a_small_mail_without_files_is_read_without_a_worker_thread(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    blobs = FileBlobs(root=tmp_path)
+    trips: list[str] = []
+    real = asyncio.to_thread
+
+    async def counted(fn: Any, *args: Any) -> Any:
+        trips.append(fn.__name__)
+        return await real(fn, *args)
+
+    monkeypatch.setattr(history_module.asyncio, "to_thread", counted)
+    with_file = EmailMessage()
+    with_file["Subject"] = "s"
+    with_file.set_content("see the notes")
+    with_file.add_attachment(b"the notes", maintype="text", subtype="plain", filename="notes.txt")
+    large = b"Subject: s\r\n\r\n" + b"words " * 20_000 + b"\r\n"
+    for raw, parsed_in_a_thread in ((b"Subject: s\r\n\r\nq\r\n", False), (bytes(with_file), True),
+                                    (large, True)):
+        trips.clear()
+        ctx = RunContext(subject="s", trigger=_stored(1, "in", "task", "q", blobs.put(raw)), earlier=[])
+        await history(ctx, limit=2, blobs=blobs)
+        assert ("_attached" in trips) is parsed_in_a_thread  # (the blob's own read is a file's)
+    ctx = RunContext(subject="s", trigger=_stored(1, "in", "task", "q", blobs.put(bytes(with_file))),
+                     earlier=[])
+    [turn] = await history(ctx, limit=2, blobs=blobs)
+    assert "[attached: notes.txt]" in turn.content and "the notes" in turn.content
 
 
 def test_an_unreadable_checkpoint_is_a_run_error() -> None:
