@@ -42,7 +42,6 @@ from pizzamail.store.threads import thread_for_references
 log = logging.getLogger("pizzamail.intake")
 
 
-
 class _NoiseFilter(logging.Filter):
     """aiosmtpd 1.4 logs two warnings on every connection that say nothing to our users: AUTH
     without TLS (we allow it only on loopback, checked at start-up) and its own use of the
