@@ -284,7 +284,7 @@ class Pull:
 
 def mbsync_pull(tmp: Path, port: int, expected: int, fsync: bool) -> Pull:
     """A full pull into ``tmp`` (with FSync yes) or into memory (FSync no, see :func:`in_memory`)."""
-    with in_memory(tmp, fsync) as where:
+    with contextlib.nullcontext(tmp) if fsync else in_memory(tmp) as where:
         shutil.rmtree(where / "mbsync-local", ignore_errors=True)
         rc = mbsync_rc(where, port, fsync)
         os.sync()  # the previous run's writeback must not land in this one
@@ -302,12 +302,12 @@ def mbsync_pull(tmp: Path, port: int, expected: int, fsync: bool) -> Pull:
 
 
 @contextlib.contextmanager
-def in_memory(tmp: Path, fsync: bool) -> Iterator[Path]:
-    """Where a pull stores its mail: ``tmp``, or with FSync no a directory in /dev/shm (when it has
-    room): there the pull is bound by the server and mbsync's CPU, not by how the disk feels (into
+def in_memory(tmp: Path) -> Iterator[Path]:
+    """A directory in /dev/shm for an FSync-no pull (``tmp`` when it has no room for twice the
+    folder): there the pull is bound by the server and mbsync's CPU, not by how the disk feels (into
     the same disk, FSync no pulls of one server took 2 to 16 s)."""
     shm = Path("/dev/shm")
-    if fsync or not shm.is_dir() or shutil.disk_usage(shm).free < 2 * _size(tmp):
+    if not shm.is_dir() or shutil.disk_usage(shm).free < 2 * _size(tmp):
         yield tmp
         return
     where = Path(tempfile.mkdtemp(prefix="pizzamail-bench-", dir=shm))
