@@ -23,6 +23,7 @@ import httpx
 from pizzamail.errors import ProviderError
 from pizzamail.providers.context import fit_history, is_context_error
 from pizzamail.providers.pictures import for_model
+from pizzamail.providers.transport import AiohttpTransport
 from pizzamail.providers.types import Message, Response
 
 log = logging.getLogger("pizzamail.providers.http")
@@ -44,13 +45,12 @@ def tls_context() -> ssl.SSLContext:
     return httpx.create_ssl_context()
 
 
-def new_client() -> httpx.AsyncClient:
+def new_client(timeout: float = 5.0) -> httpx.AsyncClient:
     """A client for any provider: each request says where it goes, with which headers and patience.
     A runner keeps one for all its runs (a new client and connection per run cost more CPU than
-    the request); close it with ``aclose``. No cap on connections: the runner's concurrency is the
-    cap (httpx's default of 100 would hold back runs beyond it, each waiting for the model)."""
-    return httpx.AsyncClient(verify=tls_context(),
-                             limits=httpx.Limits(max_connections=None, max_keepalive_connections=100))
+    the request); close it with ``aclose``. ``timeout`` is for requests that do not give their own.
+    Its connections are aiohttp's (:mod:`pizzamail.providers.transport` says why)."""
+    return httpx.AsyncClient(transport=AiohttpTransport(tls_context()), timeout=httpx.Timeout(timeout))
 
 
 class ContextTooLong(ProviderError):

@@ -13,7 +13,7 @@ import httpx
 
 from pizzamail.config import ProviderSettings
 from pizzamail.providers import anthropic, local
-from pizzamail.providers.http import status_problem
+from pizzamail.providers.http import new_client, status_problem
 
 TIMEOUT = 5.0
 
@@ -57,4 +57,4 @@ def probe_local() -> Probe:
 
 
 def client(timeout: float = TIMEOUT) -> httpx.AsyncClient:
-    return httpx.AsyncClient(timeout=httpx.Timeout(timeout))
+    return new_client(timeout)

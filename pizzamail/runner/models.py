@@ -1,26 +1,20 @@
-"""Where each run's model comes from: a provider made for the run's model, sharing one of the runner's
-HTTP clients, so runs reuse their connections instead of opening a client and a connection each.
-
-Runs are spread over :data:`CLIENTS` clients by their id. httpcore's pool looks through all its
-connections twice over each time a request comes or goes (O(n²) in connections), so one client
-for 200 runs at once spent more CPU choosing a connection than sending the request.
+"""Where each run's model comes from: a provider made for the run's model, sharing the runner's one
+HTTP client, so runs reuse their connections instead of opening a client and a connection each.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 import httpx
 
 from pizzamail.config import Config
-from pizzamail.providers.http import new_client
+from pizzamail.providers.http import new_client, tls_context
 from pizzamail.providers.registry import select_provider
 from pizzamail.providers.types import Provider
 from pizzamail.secrets import SecretStore
-
-#: HTTP clients a runner spreads its runs over (each made at its first use)
-CLIENTS = 8
 
 
 @dataclass(kw_only=True)
@@ -29,28 +23,30 @@ class Models:
     factory: Callable[[], Provider] | None = None
     """makes every run's provider (tests, embedders); else :func:`select_provider` with ``secrets``"""
     secrets: SecretStore | None = None
-    _http: dict[int, httpx.AsyncClient] = field(default_factory=dict, init=False, repr=False)
+    _http: httpx.AsyncClient | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.factory is None and self.secrets is None:
             raise TypeError("Runner needs a provider_factory or a SecretStore (secrets=...)")
 
-    def provider(self, model: str, run: int = 0) -> Provider:
-        """A provider for ``model`` (``NAME:MODEL``), looked up now: a key set meanwhile is used;
-        over the client of ``run``."""
+    async def prepare(self) -> None:
+        """Load the CA bundle in a thread before the first run needs it: on the event loop it took
+        40-60 ms, holding up every mail that arrived meanwhile."""
+        if self.factory is None:
+            await asyncio.to_thread(tls_context)
+
+    def provider(self, model: str) -> Provider:
+        """A provider for ``model`` (``NAME:MODEL``), looked up now: a key set meanwhile is used."""
         if self.factory is not None:
             return self.factory()
         assert self.secrets is not None
         config = replace(self.config, agent=replace(self.config.agent, model=model))
-        return select_provider(config, self.secrets, http=self._shared(run % CLIENTS))
+        if self._http is None:
+            self._http = new_client()
+        return select_provider(config, self.secrets, http=self._http)
 
     async def aclose(self) -> None:
-        """Close the shared clients (at the runner's stop, once no run uses them)."""
-        clients, self._http = list(self._http.values()), {}
-        for client in clients:
+        """Close the shared client (at the runner's stop, once no run uses it)."""
+        client, self._http = self._http, None
+        if client is not None:
             await client.aclose()
-
-    def _shared(self, lane: int) -> httpx.AsyncClient:
-        if lane not in self._http:
-            self._http[lane] = new_client()
-        return self._http[lane]

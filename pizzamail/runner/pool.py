@@ -169,6 +169,7 @@ class Runner:
         # the look is only for one missed while the LISTEN connection was down
         self._watch = await StopWatch(store=self.store, working=lambda: list(self._working), halt=self.halt,
                                       interval=0.5 if self.store.dialect == SQLITE else 5.0).__aenter__()
+        await self._models.prepare()
         capacity = runs_at_once(self.config, None if self.provider_factory else self.secrets)
         self._dispatcher = Dispatcher(claim=self._claim, work=self._take, capacity=capacity,
                                       poll_interval=self.poll_interval)
@@ -450,7 +451,7 @@ class Runner:
         if waiting is not None:
             return waiting
         await self._delegation.settle(run, transcript)
-        provider = self._models.provider(run.model or agent.model, run.id)
+        provider = self._models.provider(run.model or agent.model)
         notice = getattr(provider, "notice", None)
         if notice:
             self._notices[run.id] = str(notice)

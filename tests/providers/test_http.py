@@ -10,8 +10,9 @@ async def test_every_runs_client_verifies_with_the_one_tls_context_of_the_proces
     endpoints = [JsonEndpoint(name="openai", base_url="https://api.example.com/v1", model="m")
                  for _ in range(2)]
     try:
-        pools = [endpoint._http()._transport._pool for endpoint in endpoints]  # type: ignore[attr-defined]
-        assert [pool._ssl_context for pool in pools] == [tls_context(), tls_context()]
+        transports = [endpoint._http()._transport for endpoint in endpoints]  # type: ignore[attr-defined]
+        sessions = [transport.session() for transport in transports]
+        assert [session.connector._ssl for session in sessions] == [tls_context(), tls_context()]
     finally:
         for endpoint in endpoints:
             await endpoint.aclose()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import ssl
 import threading
 from dataclasses import replace
 from pathlib import Path
@@ -15,7 +16,7 @@ from pizzamail.composer import Composer
 from pizzamail.config import RunnerSettings
 from pizzamail.mailbox.filing import Filer
 from pizzamail.providers import Response, ToolCall
-from pizzamail.providers.http import new_client
+from pizzamail.providers.http import new_client, tls_context
 from pizzamail.runner import models, pool
 from pizzamail.store.leases import claim_next, claim_runs
 from pizzamail.store.runs import add_step, requeue_interrupted, steps_of
@@ -338,7 +339,7 @@ async def test_a_burst_of_queued_runs_is_claimed_in_two_claims_not_one_each(
     assert sorted(r for claim in claimed for r in claim) == queued
 
 
-async def test_runs_share_a_few_http_clients_closed_with_the_runner(
+async def test_runs_share_one_http_client_closed_with_the_runner(
     harness: Harness, fake_openai: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     made: list[httpx.AsyncClient] = []
@@ -349,12 +350,31 @@ async def test_runs_share_a_few_http_clients_closed_with_the_runner(
 
     monkeypatch.setattr(models, "new_client", counted)
     fake_openai.script([], then=lambda request: text("answered"))
-    runs = models.CLIENTS + 3
+    runs = 5
     queued = [await harness.task(f"task {n}", subject=f"Task {n}") for n in range(runs)]
     async with harness.running(provider_factory=None, secrets=harness.secrets) as runner:
         for run_id in queued:
             assert await asyncio.wait_for(runner.wait_for(run_id), TIMEOUT) == "done"
-        # one per lane of runs, each made at its first use: later runs reuse their lane's client
-        assert len(made) == models.CLIENTS and not any(client.is_closed for client in made)
+        # made at the first run's first request, reused by every later run
+        assert len(made) == 1 and not made[0].is_closed
     assert all(client.is_closed for client in made)
     assert len(fake_openai.requests) == runs
+
+
+async def test_the_ca_bundle_is_loaded_in_a_thread_when_the_runner_starts(
+    harness: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    loaded_in: list[threading.Thread] = []
+    made = httpx.create_ssl_context
+
+    def loading() -> ssl.SSLContext:
+        loaded_in.append(threading.current_thread())
+        return made()
+
+    monkeypatch.setattr(httpx, "create_ssl_context", loading)
+    tls_context.cache_clear()
+    try:
+        async with harness.running(provider_factory=None, secrets=harness.secrets):
+            assert len(loaded_in) == 1 and loaded_in[0] is not threading.main_thread()
+    finally:
+        tls_context.cache_clear()
