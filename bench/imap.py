@@ -194,7 +194,7 @@ class Imap:
     def command(self, data: bytes) -> list[bytes]:
         """Send a command; its untagged responses. Raises unless it ends in OK."""
         tag = self.send(data)
-        untagged = []
+        untagged: list[bytes] = []
         while True:
             resp = self.response()
             if resp.startswith(tag + b" "):
