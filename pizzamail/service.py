@@ -58,7 +58,7 @@ from pizzamail.store.location import blobs_for, store_for, workspaces_for
 from pizzamail.store.sql import SQLITE
 from pizzamail.tools import ToolRegistry
 from pizzamail.tools.builtins import Builtins
-from pizzamail.tools.mcp import McpHub
+from pizzamail.tools.hub import McpHub
 from pizzamail.triggers.scheduler import Scheduler
 from pizzamail.triggers.watch import Watchers
 from pizzamail.web import Hooks, create_app, start_http_server

@@ -14,8 +14,8 @@ from pizzamail.cli.app import App
 from pizzamail.config import Config, McpServerSettings, parse_config, read_toml
 from pizzamail.errors import ConfigError
 from pizzamail.home import write_private
+from pizzamail.tools.hub import McpHub
 from pizzamail.tools.importing import from_mcp_json
-from pizzamail.tools.mcp import McpHub
 from pizzamail.tools.names import exposed_name
 
 if TYPE_CHECKING:  # tomlkit takes a noticeable while to import: only `mcp add` loads it
@@ -45,7 +45,7 @@ async def probe(app: App, *, startup_timeout: float) -> list[ServerReport]:
             report = reports[name]
             report.status, report.error = connection.status, connection.error
             report.tools = [{"name": d.name, "exposed": exposed_name(name, d.name),
-                             "policy": hub.policy(connection, d)} for d in connection.tools]
+                             "policy": connection.policy(d, hub.rules)} for d in connection.tools]
     return list(reports.values())
 
 

@@ -26,11 +26,11 @@ from mcp.types import CONNECTION_CLOSED, REQUEST_TIMEOUT, Implementation
 from mcp.types import Tool as McpToolDefinition
 
 from pizzamail import __version__
-from pizzamail.config import McpServerSettings, McpSettings
+from pizzamail.config import McpServerSettings
 from pizzamail.errors import PizzamailError
 from pizzamail.providers.types import ToolSpec
 from pizzamail.secrets import SecretStore
-from pizzamail.tools import Offer, Offered, RunScope, ToolResult, Unavailable
+from pizzamail.tools import Offered, ToolResult
 from pizzamail.tools.expand import expand_all
 from pizzamail.tools.mcp_results import tool_result
 from pizzamail.tools.names import exposed_name
@@ -230,6 +230,25 @@ class McpConnection:
             return ToolResult(is_error=True, text=f"calling {tool!r} on server {self.name!r} failed: {why}")
         return await tool_result(result)
 
+    def offered(self, rules: dict[str, str]) -> list[Offered]:
+        """Its tools as runs are offered them, each with its policy (``rules``: ``[tools.policy]``)."""
+        offered = []
+        for d in self.tools:
+            tool = McpTool(connection=self, definition=d, exposed=exposed_name(self.name, d.name))
+            hints = d.annotations
+            offered.append(Offered(tool=tool, policy=self.policy(d, rules), source=self.name,
+                                   original=d.name, ruled=True,
+                                   idempotent=bool(hints and (hints.idempotent_hint or hints.read_only_hint)),
+                                   annotations=describe_annotations(d),
+                                   open_world=hints is None or hints.open_world_hint is not False))
+        return offered
+
+    def policy(self, definition: McpToolDefinition, rules: dict[str, str]) -> Policy:
+        """The tool's annotations, then the server's own ``policy`` table, then ``rules``."""
+        exposed = exposed_name(self.name, definition.name)
+        return effective(from_annotations(definition.annotations),
+                         rules=[(self.settings.policy, definition.name), (rules, exposed)])
+
     def _call_failed(self, tool: str, exc: MCPError) -> ToolResult:
         if exc.code == REQUEST_TIMEOUT:
             log.warning("MCP server %s: %s timed out after %g s", self.name, tool, self.settings.timeout)
@@ -279,76 +298,6 @@ class McpTool:
 
     async def call(self, arguments: dict[str, Any]) -> ToolResult:
         return await self.connection.call(self.definition.name, arguments)
-
-
-@dataclass(kw_only=True)
-class McpHub:
-    """Every enabled server of ``[mcp.servers]``: started together, offered to runs as tools."""
-
-    settings: McpSettings
-    secrets: SecretStore | None = None
-    log_dir: Path | None = None
-    cwd: Path | None = None
-    rules: dict[str, str] = field(default_factory=dict)
-    """``[tools.policy]``, applied after each server's own ``policy`` table"""
-    connections: dict[str, McpConnection] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        for name, server in self.settings.servers.items():
-            if server.enabled:
-                self.connections[name] = McpConnection(
-                    name=name, settings=server, startup_timeout=self.settings.startup_timeout,
-                    retry_initial=self.settings.retry_initial, retry_max=self.settings.retry_max,
-                    secrets=self.secrets, log_dir=self.log_dir, cwd=self.cwd,
-                )
-
-    async def start(self) -> None:
-        """Start every server at once; wait until each is ready or has failed its first start."""
-        for connection in self.connections.values():
-            connection.start()
-        waits = [asyncio.create_task(c.first_outcome.wait()) for c in self.connections.values()]
-        if waits:
-            # a margin over the startup timeout: a failed start also has to shut its process down
-            _, pending = await asyncio.wait(waits, timeout=self.settings.startup_timeout + 5)
-            for wait in pending:
-                wait.cancel()
-
-    async def stop(self) -> None:
-        await asyncio.gather(*(c.stop() for c in self.connections.values()))
-
-    async def __aenter__(self) -> McpHub:
-        await self.start()
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.stop()
-
-    def offer(self, scope: RunScope) -> Offer:
-        offer = Offer()
-        for name, connection in self.connections.items():
-            if connection.status != "ready":
-                why = connection.error or connection.status
-                offer.unavailable.append(Unavailable(server=name, reason=why))
-                continue
-            offer.tools.extend(self.offered(connection))
-        return offer
-
-    def offered(self, connection: McpConnection) -> list[Offered]:
-        offered = []
-        for d in connection.tools:
-            tool = McpTool(connection=connection, definition=d, exposed=exposed_name(connection.name, d.name))
-            hints = d.annotations
-            offered.append(Offered(tool=tool, policy=self.policy(connection, d), source=connection.name,
-                                   original=d.name, ruled=True,
-                                   idempotent=bool(hints and (hints.idempotent_hint or hints.read_only_hint)),
-                                   annotations=describe_annotations(d),
-                                   open_world=hints is None or hints.open_world_hint is not False))
-        return offered
-
-    def policy(self, connection: McpConnection, definition: McpToolDefinition) -> Policy:
-        exposed = exposed_name(connection.name, definition.name)
-        return effective(from_annotations(definition.annotations),
-                         rules=[(connection.settings.policy, definition.name), (self.rules, exposed)])
 
 
 def describe_annotations(definition: McpToolDefinition) -> str:

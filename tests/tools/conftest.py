@@ -20,7 +20,7 @@ from pizzamail.mailbox.filing import Filer
 from pizzamail.skills.tools import SkillSource
 from pizzamail.tools import ToolRegistry
 from pizzamail.tools.builtins import Builtins
-from pizzamail.tools.mcp import McpHub
+from pizzamail.tools.hub import McpHub
 from tests.runner.conftest import Harness, config, harness, secrets  # noqa: F401 - the runner's fixtures, shared
 
 NOTES_SERVER = Path(__file__).parent / "servers" / "notes.py"

@@ -19,7 +19,8 @@ import pytest
 from pizzamail.config import McpServerSettings, McpSettings
 from pizzamail.home import Home
 from pizzamail.secrets import SecretStore, secret_store
-from pizzamail.tools.mcp import McpConnection, McpHub
+from pizzamail.tools.hub import McpHub
+from pizzamail.tools.mcp import McpConnection
 from tests.tools.conftest import NOTES_SERVER, free_port, stop_process, wait_listening
 
 OAUTH_SERVER = Path(__file__).parent / "servers" / "oauth_notes.py"

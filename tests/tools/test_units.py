@@ -4,6 +4,8 @@ MCP connection against in-memory servers (no subprocess)."""
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +18,8 @@ from pizzamail.errors import ConfigError, SecretMissing, ToolError
 from pizzamail.secrets import SecretStore
 from pizzamail.skills import load_skill, scan
 from pizzamail.tools.expand import expand
-from pizzamail.tools.mcp import McpConnection, McpHub
+from pizzamail.tools.hub import McpHub
+from pizzamail.tools.mcp import McpConnection
 from pizzamail.tools.names import NameMap, exposed_name
 from pizzamail.tools.policy import effective, from_annotations, match_rule
 from tests.tools.servers import notes
@@ -190,11 +193,11 @@ async def test_tool_lists_are_followed_page_by_page() -> None:
     assert connection.status == "stopped"
 
 
-async def test_the_hub_offers_tools_with_policies_from_annotations_and_rules() -> None:
+async def test_a_connection_offers_tools_with_policies_from_annotations_and_rules() -> None:
     hub = McpHub(settings=McpSettings(), rules={"paged__tool1": "deny"})
     hub.connections["paged"] = await in_memory("paged", paged_server(3), policy={"tool2": "ask"})
     try:
-        offered = {o.name: o.policy for o in hub.offered(hub.connections["paged"])}
+        offered = {o.name: o.policy for o in hub.connections["paged"].offered(hub.rules)}
     finally:
         await hub.stop()
     assert offered == {"paged__tool0": "auto", "paged__tool1": "deny", "paged__tool2": "ask"}
@@ -210,3 +213,16 @@ async def test_an_in_memory_mcpserver_answers_through_the_connection() -> None:
         assert unknown.is_error
     finally:
         await connection.stop()
+
+
+def test_serve_without_mcp_servers_never_loads_the_sdk() -> None:
+    # a process of its own: this one has loaded the SDK for the other tests
+    script = ("import sys\n"
+              "import pizzamail.cli.serve, pizzamail.service, pizzamail.worker\n"
+              "from pizzamail.config import McpSettings\n"
+              "from pizzamail.tools.hub import McpHub\n"
+              "assert not McpHub(settings=McpSettings()).connections\n"
+              "print(sorted(m for m in sys.modules if m.split('.')[0] in ('mcp', 'mcp_types')))\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60,
+                          check=True)
+    assert done.stdout.strip() == "[]"
