@@ -138,7 +138,8 @@ async def test_an_endpoint_retries_a_malformed_answer_then_says_what_happened() 
 
 async def test_a_proxy_from_the_environment_is_used(monkeypatch: pytest.MonkeyPatch) -> None:
     async with raw(lambda request: ok(b"{}")) as proxy:
-        monkeypatch.setenv("HTTP_PROXY", f"http://127.0.0.1:{proxy.port}")
+        for name in ("HTTP_PROXY", "http_proxy"):  # the lower-case one wins where both are set
+            monkeypatch.setenv(name, f"http://127.0.0.1:{proxy.port}")
         monkeypatch.delenv("NO_PROXY", raising=False)
         monkeypatch.delenv("no_proxy", raising=False)
         async with client() as http:
