@@ -145,7 +145,10 @@ async def _serve_pizzamail(home: Path, port: int) -> None:
 def serve_pizzamail(home: Path, port: int, profile: Path | None) -> None:
     import warnings
 
+    from pizzamail import collector
+
     warnings.simplefilter("ignore")
+    collector.pace()  # as serve does
     profiler = cProfile.Profile() if profile else None
     if profiler is not None:
         profiler.enable()

@@ -31,6 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from aiosmtpd.smtp import SMTP, Envelope, Session
 
+from pizzamail import collector
 from pizzamail.auth import Accounts
 from pizzamail.intake.smtp import IntakeHandler, authenticator, start_smtp_server
 from pizzamail.store import Store
@@ -64,6 +65,8 @@ async def _serve(kind: str, port_out: mp.Queue[int], home: str) -> None:
 def server_process(kind: str, port_out: mp.Queue[int], home: str) -> None:
     import warnings
     warnings.simplefilter("ignore")
+    if kind == "pizzamail":
+        collector.pace()  # as serve does
     asyncio.run(_serve(kind, port_out, home))
 
 

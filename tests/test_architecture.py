@@ -16,7 +16,7 @@ ROOT = Path(pizzamail.__file__).parent
 
 LAYERS: list[set[str]] = [
     {"errors"},
-    {"home", "logs", "guard", "resources", "when", "mail", "media", "lanes"},
+    {"home", "logs", "guard", "resources", "when", "mail", "media", "lanes", "collector"},
     {"account"},
     {"tls"},
     {"config"},

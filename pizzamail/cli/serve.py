@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 import click
 
+from pizzamail import collector
 from pizzamail.cli.app import App
 from pizzamail.home import serving, usable
 from pizzamail.lanes import Loop
@@ -49,6 +50,7 @@ def serve(app: App, demo_data: bool, verbose: bool) -> None:
         _warn_no_keyring(app)
         service = Service(home=app.home, config=app.config, secrets=app.secrets,
                           tls=server_context(*app.tls_paths()), demo_data=demo_data)
+        collector.pace()
         # the runs in a lane behind mail, IMAP and everything else someone waits for
         with asyncio.Runner(loop_factory=Loop) as runner:
             runner.run(_serve(app, service))

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 import click
 
+from pizzamail import collector
 from pizzamail.cli.app import App
 from pizzamail.cli.serve import model_line
 from pizzamail.home import usable
@@ -38,6 +39,7 @@ def worker(app: App, concurrency: int | None, verbose: bool, beside_serve: int |
     check_kinds(config)
     if beside_serve is not None:
         os.nice(NICENESS)
+    collector.pace()
     asyncio.run(_work(app, Worker(home=app.home, config=config, secrets=app.secrets, events_fd=beside_serve),
                       quiet=beside_serve is not None))
 
