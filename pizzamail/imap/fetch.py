@@ -8,6 +8,7 @@ message file. Index entries are read a batch at a time, files too, off the event
 from __future__ import annotations
 
 import asyncio
+import functools
 from bisect import bisect_left
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
@@ -263,7 +264,7 @@ class Fetcher:
     def _flags(self, rows: Sequence[MailRow]) -> Sequence[bytes]:
         recent = self.view.recent
         if recent and not recent.isdisjoint(map(_UID, rows)):
-            return [wire.flag_list(row.flags | _RECENT if row.uid in recent else row.flags) for row in rows]
+            return list(map(_flag_list_recent, map(_FLAGS, rows), map(recent.__contains__, map(_UID, rows))))
         return list(map(wire.flag_list_of, map(_FLAGS, rows)))
 
     def _header_column(self, att: FetchAtt) -> tuple[bytes, Column]:
@@ -369,6 +370,12 @@ _SIMPLE: dict[str, tuple[bytes, Column]] = {
     "RFC822.SIZE": (b"RFC822.SIZE %d", lambda rows, _, __: [list(map(_SIZE, rows))]),
     "MODSEQ": (b"MODSEQ (%d)", lambda rows, _, __: [list(map(_MODSEQ, rows))]),
 }
+
+
+@functools.lru_cache(maxsize=1024)  # a few combinations of flags, each with \\Recent or not
+def _flag_list_recent(flags: frozenset[str], recent: bool) -> bytes:
+    """The flag list of a message seen first by this session (\\Recent) or not, in C per message."""
+    return wire.flag_list_of(flags | _RECENT if recent else flags)
 
 
 def _batches(uids: list[int]) -> list[list[int]]:
