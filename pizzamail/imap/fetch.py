@@ -84,6 +84,8 @@ class Fetcher:
     seen: bool = False
     #: every item is answered from the message's header (see :func:`_from_header`)
     header_only: bool = False
+    #: the tagged answers of a run of commands answered together (see :meth:`run`)
+    ends: Ends | None = None
 
     @classmethod
     def of(cls, view: View, atts: tuple[FetchAtt, ...], *, uid_command: bool) -> Fetcher:
@@ -112,11 +114,22 @@ class Fetcher:
         self.always_file = any(a.name not in (*_FROM_ROW, *_CACHED) and a not in self.from_cache
                                for a in self.atts)
 
-    async def run(self, uids: list[int], *, send: Send, flush: Flush) -> None:
+    async def run(self, uids: list[int], *, send: Send, flush: Flush, ends: Ends | None = None) -> None:
         """The FETCH responses of ``uids``, batch by batch: each is written out (``flush``) as soon
         as it is made, so the client reads it while the next ones are made (waiting for 256 KB to
-        gather, a 2,000-mail header listing sent its first byte after a third of its time)."""
-        self.computed = {}
+        gather, a 2,000-mail header listing sent its first byte after a third of its time).
+
+        With ``ends`` (``uids`` ascending), each of its answers goes out right after the response
+        of its message, or where that message would have been when it is gone."""
+        self.computed, self.ends = {}, ends
+        try:
+            await self._run(uids, send, flush)
+        finally:
+            self.ends = None
+        if ends is not None:
+            await send(ends.rest())
+
+    async def _run(self, uids: list[int], send: Send, flush: Flush) -> None:
         batches = _batches(uids)
         # On PostgreSQL the next batch's entries are read while this one renders and goes out
         # (SQLite's reads never suspend: its task runs when awaited); the first is awaited as it is
@@ -225,13 +238,20 @@ class Fetcher:
 
     def _lines(self, entries: list[Entry], messages: list[_Message], marked: set[int]) -> bytes:
         """The response lines of a batch: the values column by column, then one format a line."""
+        if not entries:  # every message of the batch expunged meanwhile
+            return b""
         rows, cached = cast(tuple[Sequence[MailRow], Sequence[Structures]], tuple(zip(*entries, strict=True)))
         values: list[Sequence[Any]] = [self._numbers(rows)]
         for column in self.columns:
             values += column(rows, cached, messages)
         if self.seen:
             values.append([self._changed(row) if row.uid in marked else b"" for row in rows])
-        return b"".join(map(self.line.__mod__, zip(*values, strict=True)))
+        lines = map(self.line.__mod__, zip(*values, strict=True))
+        if self.ends is not None:
+            ends = self.ends
+            return b"".join(ends.before(uid) + line + ends.upto(uid)
+                            for uid, line in zip(map(_UID, rows), lines, strict=True))
+        return b"".join(lines)
 
     def _numbers(self, rows: Sequence[MailRow]) -> Sequence[int]:
         """The messages' sequence numbers: a run of the numbering, unless some are left out."""
@@ -370,6 +390,29 @@ _SIMPLE: dict[str, tuple[bytes, Column]] = {
     "RFC822.SIZE": (b"RFC822.SIZE %d", lambda rows, _, __: [list(map(_SIZE, rows))]),
     "MODSEQ": (b"MODSEQ (%d)", lambda rows, _, __: [list(map(_MODSEQ, rows))]),
 }
+
+
+@dataclass
+class Ends:
+    """The tagged answers of commands answered together, by the UID each follows (ascending)."""
+
+    due: list[tuple[int, bytes]]
+    #: how many are out (in the responses made so far)
+    sent: int = 0
+
+    def before(self, uid: int) -> bytes:
+        """The answers not out yet of the messages before ``uid`` (gone, so without a response)."""
+        return self.upto(uid - 1)
+
+    def upto(self, uid: int) -> bytes:
+        """The answers not out yet of the messages up to ``uid``, its own included."""
+        start = self.sent
+        while self.sent < len(self.due) and self.due[self.sent][0] <= uid:
+            self.sent += 1
+        return b"".join(answer for _, answer in self.due[start:self.sent])
+
+    def rest(self) -> bytes:
+        return self.upto(self.due[-1][0]) if self.due else b""
 
 
 @functools.lru_cache(maxsize=1024)  # a few combinations of flags, each with \\Recent or not

@@ -8,18 +8,20 @@ import contextlib
 from collections.abc import Sequence
 from typing import Any
 
-from pizzamail.errors import ImapError
-from pizzamail.imap.fetch import Fetcher
+from pizzamail.errors import ImapError, PizzamailError
+from pizzamail.imap.fetch import Ends, Fetcher
 from pizzamail.imap.fetchparse import FetchAtt
-from pizzamail.imap.parser import Command, Copy, Fetch, Messages, Search, Store
+from pizzamail.imap.parser import Command, Copy, Fetch, Messages, Search, Store, parse_command
 from pizzamail.imap.search import Searcher
 from pizzamail.imap.searchkeys import uses_modseq
-from pizzamail.imap.session import Handler, Session, SessionEnd, State
+from pizzamail.imap.session import ANSWERED, Handler, Session, SessionEnd, State, refusal
 from pizzamail.imap.view import View, uid_set
 from pizzamail.mailbox import Folder, MailRow
 
 #: index entries read at a time when a command looks at every message (EXPUNGE, CLOSE)
 _BATCH = 2000
+#: pipelined FETCHes of one message each answered together at most (see _pipelined)
+_PIPELINED = 64
 
 
 def _writable(s: Session) -> View:
@@ -45,8 +47,47 @@ async def fetch(s: Session, cmd: Command) -> bytes:
             atts = (*atts, FetchAtt("MODSEQ"))
         if args.vanished:
             await _send_vanished_earlier(s, view, args, since)
-    await Fetcher.of(view, atts, uid_command=cmd.uid).run(uids, send=s.conn.send, flush=s.conn.flush)
+    fetcher = Fetcher.of(view, atts, uid_command=cmd.uid)
+    if len(uids) == 1 and args.changedsince is None and (run := await _pipelined(s, view, cmd, uids[0])):
+        return await _answer_together(s, fetcher, [(cmd, uids[0]), *run])
+    await fetcher.run(uids, send=s.conn.send, flush=s.conn.flush)
     return cmd.name.encode() + b" completed"
+
+
+async def _pipelined(s: Session, view: View, first: Command, uid: int) -> list[tuple[Command, int]]:
+    """The FETCHes of one message each that the client sent right after ``first`` (one message
+    too) and that are here already: the same command of the same items, each message later in the
+    folder than the one before, as mbsync pulls a folder. Read now, to be answered with ``first``."""
+    atts = first.arg(Fetch).atts
+    run: list[tuple[Command, int]] = []
+    while len(run) < _PIPELINED and (line := s.conn.waiting_line()) is not None:
+        try:
+            cmd = parse_command(line)
+            args = cmd.args
+            if (cmd.name != first.name or not isinstance(args, Fetch) or args.atts != atts
+                    or args.changedsince is not None):
+                break
+            uids = view.resolve(args.messages, uid=cmd.uid)
+        except PizzamailError:  # answered in its turn, as any other command
+            break
+        if len(uids) != 1 or uids[0] <= (run[-1][1] if run else uid):
+            break
+        await s.conn.read_line()  # this very line, which is ours now
+        run.append((cmd, uids[0]))
+    return run
+
+
+async def _answer_together(s: Session, fetcher: Fetcher, run: list[tuple[Command, int]]) -> bytes:
+    """One fetch of every message of ``run``, each command's tagged answer right after its own
+    response: one read of the index and one of the files for all of them, instead of one each
+    with a view's catch-up before and after (the untagged news waits for the last command)."""
+    ends = Ends([(uid, cmd.tag + b" OK " + cmd.name.encode() + b" completed\r\n") for cmd, uid in run])
+    try:
+        await fetcher.run([uid for _, uid in run], send=s.conn.send, flush=s.conn.flush, ends=ends)
+    except Exception as exc:  # every command not answered yet has failed
+        for cmd, _ in run[ends.sent:]:
+            await s.conn.send(refusal(cmd, exc))
+    return ANSWERED
 
 
 async def _send_vanished_earlier(s: Session, view: View, args: Fetch, since: int) -> None:

@@ -111,11 +111,17 @@ class Connection:
 
     def command_here(self) -> bool:
         """A whole command line is buffered and announces no literal: reading it cannot wait."""
+        return self.waiting_line() is not None
+
+    def waiting_line(self) -> bytes | None:
         buffered = vars(self.reader).get("_buffer")
         if not isinstance(buffered, bytearray):
-            return False
+            return None
         end = buffered.find(b"\n")
-        return end >= 0 and literal_at_end(bytes(buffered[:end + 1])) is None
+        if end < 0:
+            return None
+        line = bytes(buffered[:end + 1])
+        return line if literal_at_end(line) is None else None
 
     async def read_command(self, limit: int, refusal: bytes = b"Literal too large") -> bytes | None:
         """A whole command: its lines and literals, as sent. None at end of stream.

@@ -68,6 +68,11 @@ class Connection(Protocol):
         """One client line (continuation data, IDLE's DONE); None when the client is gone."""
         ...
 
+    def waiting_line(self) -> bytes | None:
+        """The client's next command when it is here already, one whole line announcing no
+        literal (still to be read: :meth:`read_line` gives it without waiting)."""
+        ...
+
 
 class SessionEnd(Exception):
     """Ends the connection after sending ``bye`` (autologout, too many failed logins)."""
@@ -206,14 +211,10 @@ class Session:
                 await self.catch_up(cmd)
             text = await spec.handler(self, cmd)
             response = cmd.tag + b" OK " + text + b"\r\n" if text is not ANSWERED else b""
-        except PizzamailError as exc:
-            response = exc.imap_response(cmd.tag)
         except SessionEnd:
             raise
         except Exception as exc:
-            log.exception("IMAP command %s failed", cmd.name)
-            response = (Unavailable().imap_response(cmd.tag) if transient(exc)  # held by another process
-                        else cmd.tag + b" NO [SERVERBUG] Internal error, see the pizzamail log\r\n")
+            response = refusal(cmd, exc)
         if cmd.name not in ("LOGOUT", "IDLE"):
             await self.catch_up(cmd)
         return response
@@ -226,6 +227,16 @@ class Session:
         lines = await self.view.refresh(expunge_ok=cmd.uid or not about_messages, in_passing=about_messages)
         for line in lines:
             await self.conn.send(line)
+
+
+def refusal(cmd: Command, exc: Exception) -> bytes:
+    """The tagged answer of ``cmd``, which failed with ``exc``."""
+    if isinstance(exc, PizzamailError):
+        return exc.imap_response(cmd.tag)
+    log.error("IMAP command %s failed", cmd.name, exc_info=exc)
+    if transient(exc):  # held by another process
+        return Unavailable().imap_response(cmd.tag)
+    return cmd.tag + b" NO [SERVERBUG] Internal error, see the pizzamail log\r\n"
 
 
 # -- commands valid in any state ----------------------------------------------------------------

@@ -49,6 +49,31 @@ async def test_message_after_message_parses_and_sets_up_the_items_once(
     assert (len(parsed), len(set_up)) == (1, 1)
 
 
+async def test_pipelined_fetches_over_the_wire_are_answered_together_each_in_its_place(
+    client: Client, sample: list[bytes], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """mbsync sends its FETCHes without waiting for the answers: those that arrived together are
+    answered with one run of the fetcher (without it, one run a command), and every answer is
+    the one a command alone gets, with its tagged line right after its message."""
+    runs: list[int] = []
+    run = fetch.Fetcher.run
+
+    async def counted(self: fetch.Fetcher, uids: list[int], **kwargs: Any) -> None:
+        runs.append(len(uids))
+        await run(self, uids, **kwargs)
+
+    monkeypatch.setattr(fetch.Fetcher, "run", counted)
+    await client.command(b"s SELECT INBOX")
+    await client.send(b"".join(b"f%d UID FETCH %d (BODY.PEEK[])\r\n" % (uid, uid)
+                               for uid in range(1, len(sample) + 1)) + b"n NOOP\r\n")
+    answers = await client.until(b"n")
+    expected = [b"* %d FETCH (UID %d BODY[] {%d}\r\n%s)\r\nf%d OK UID FETCH completed\r\n"
+                % (uid, uid, len(data), data, uid) for uid, data in enumerate(sample, start=1)]
+    assert b"".join(answers[:-1]) == b"".join(expected)
+    assert answers[-1].startswith(b"n OK")
+    assert sum(runs) == len(sample) and len(runs) < len(sample)
+
+
 async def test_a_fetch_with_anything_after_its_items_is_refused_every_time(
     client: Client, sample: list[bytes]
 ) -> None:

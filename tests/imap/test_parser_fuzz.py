@@ -161,6 +161,9 @@ class _Connection:
     async def read_line(self) -> bytes | None:
         return b"DONE\r\n"
 
+    def waiting_line(self) -> bytes | None:
+        return None
+
 
 async def _session_answers(root: Path, lines: list[bytes]) -> None:
     home = Home(root=root)

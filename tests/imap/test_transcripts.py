@@ -28,12 +28,14 @@ MAILS = [
 
 @dataclass
 class Wire:
-    """The session's connection, in memory: what it sends is collected, nothing is read."""
+    """The session's connection, in memory: what it sends is collected; what the client
+    pipelined after the command said (``queued``) is there to be read."""
 
     visitor: Visitor
     secure: bool = False
     local: bool = True
     sent: bytearray = field(default_factory=bytearray)
+    queued: list[bytes] = field(default_factory=list)
 
     async def send(self, data: bytes) -> None:
         self.sent += data
@@ -45,7 +47,10 @@ class Wire:
         raise AssertionError("no TLS in transcripts")
 
     async def read_line(self) -> bytes | None:
-        return None
+        return self.queued.pop(0) if self.queued else None
+
+    def waiting_line(self) -> bytes | None:
+        return self.queued[0] if self.queued else None
 
 
 @dataclass
@@ -221,3 +226,66 @@ async def test_fetch_and_search_read_files_a_batch_at_a_time(
     assert await t.say(b"g SEARCH SEEN BODY numbers") == [b"* SEARCH 2\r\n", b"g OK SEARCH completed\r\n"]
     # one trip per batch (a short first one, then 256 each); SEARCH reads only the one that is \Seen
     assert reads == [32, 256, 12, 1]
+
+
+async def test_pipelined_fetches_of_one_message_each_are_answered_together_in_order(t: Transcript) -> None:
+    """mbsync pulls a folder with one FETCH a message, pipelined: those here already are answered
+    with the first, each tagged answer right after its own message; what follows stays unread."""
+    await t.say(b"s SELECT INBOX")
+    t.wire.queued = [b"b UID FETCH 2 (RFC822.SIZE)\r\n", b"c UID FETCH 3 (RFC822.SIZE)\r\n", b"d NOOP\r\n"]
+    assert await t.say(b"a UID FETCH 1 (RFC822.SIZE)") == [
+        b"* 1 FETCH (UID 1 RFC822.SIZE %d)\r\n" % len(MAILS[0]), b"a OK UID FETCH completed\r\n",
+        b"* 2 FETCH (UID 2 RFC822.SIZE %d)\r\n" % len(MAILS[1]), b"b OK UID FETCH completed\r\n",
+        b"* 3 FETCH (UID 3 RFC822.SIZE %d)\r\n" % len(MAILS[2]), b"c OK UID FETCH completed\r\n",
+    ]
+    assert t.wire.queued == [b"d NOOP\r\n"]
+
+
+@pytest.mark.parametrize("after", [
+    b"b UID FETCH 2 (FLAGS)\r\n",  # other items
+    b"b FETCH 2 (UID)\r\n",  # not the same command
+    b"b UID FETCH 2:3 (UID)\r\n",  # more than one message
+    b"b UID FETCH 9 (UID)\r\n",  # no such message
+    b"b UID FETCH 1 (UID)\r\n",  # not later in the folder
+    b"b UID FETCH 2 (UID\r\n",  # malformed
+])
+async def test_a_pipelined_command_unlike_the_run_is_left_for_its_turn(t: Transcript, after: bytes) -> None:
+    await t.say(b"s SELECT INBOX")
+    t.wire.queued = [after]
+    assert await t.say(b"a UID FETCH 1 (UID)") == [b"* 1 FETCH (UID 1)\r\n", b"a OK UID FETCH completed\r\n"]
+    assert t.wire.queued == [after]
+
+
+async def test_a_message_gone_from_a_pipelined_run_still_has_its_command_answered(
+    t: Transcript, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    await t.say(b"s SELECT INBOX")
+    rows = t.index.rows
+
+    async def without_2(folder: Folder, uids: Sequence[int]) -> dict[int, MailRow]:
+        return {u: row for u, row in (await rows(folder, uids)).items() if u != 2}
+
+    # expunged by another process between the commands' reading and the index's
+    monkeypatch.setattr(t.index, "rows", without_2)
+    t.wire.queued = [b"b FETCH 2 (UID)\r\n", b"c FETCH 3 (UID)\r\n"]
+    assert await t.say(b"a FETCH 1 (UID)") == [
+        b"* 1 FETCH (UID 1)\r\n", b"a OK FETCH completed\r\n",
+        b"b OK FETCH completed\r\n",
+        b"* 3 FETCH (UID 3)\r\n", b"c OK FETCH completed\r\n",
+    ]
+
+
+async def test_a_pipelined_run_that_fails_answers_every_command_with_no(
+    t: Transcript, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    await t.say(b"s SELECT INBOX")
+
+    async def broken(*_: object, **__: object) -> list[bytes | None]:
+        raise RuntimeError("disk gone")
+
+    monkeypatch.setattr(t.index, "read_many", broken)
+    t.wire.queued = [b"b UID FETCH 2 (BODY.PEEK[])\r\n", b"c UID FETCH 3 (BODY.PEEK[])\r\n"]
+    assert await t.say(b"a UID FETCH 1 (BODY.PEEK[])") == [
+        b"%s NO [SERVERBUG] Internal error, see the pizzamail log\r\n" % tag for tag in (b"a", b"b", b"c")
+    ]
+    assert t.wire.queued == []
