@@ -415,7 +415,7 @@ class Ends:
         return self.upto(self.due[-1][0]) if self.due else b""
 
 
-@functools.lru_cache(maxsize=1024)  # a few combinations of flags, each with \\Recent or not
+@functools.lru_cache(maxsize=1024)  # a few combinations of flags, each with \Recent or not
 def _flag_list_recent(flags: frozenset[str], recent: bool) -> bytes:
     """The flag list of a message seen first by this session (\\Recent) or not, in C per message."""
     return wire.flag_list_of(flags | _RECENT if recent else flags)

@@ -85,8 +85,8 @@ async def _answer_together(s: Session, fetcher: Fetcher, run: list[tuple[Command
     try:
         await fetcher.run([uid for _, uid in run], send=s.conn.send, flush=s.conn.flush, ends=ends)
     except Exception as exc:  # every command not answered yet has failed
-        for cmd, _ in run[ends.sent:]:
-            await s.conn.send(refusal(cmd, exc))
+        for n, (cmd, _) in enumerate(run[ends.sent:]):
+            await s.conn.send(refusal(cmd, exc, logged=n > 0))
     return ANSWERED
 
 

@@ -229,11 +229,13 @@ class Session:
             await self.conn.send(line)
 
 
-def refusal(cmd: Command, exc: Exception) -> bytes:
-    """The tagged answer of ``cmd``, which failed with ``exc``."""
+def refusal(cmd: Command, exc: Exception, *, logged: bool = False) -> bytes:
+    """The tagged answer of ``cmd``, which failed with ``exc`` (an unexpected one is logged,
+    unless it was ``logged`` already: commands answered together fail together)."""
     if isinstance(exc, PizzamailError):
         return exc.imap_response(cmd.tag)
-    log.error("IMAP command %s failed", cmd.name, exc_info=exc)
+    if not logged:
+        log.error("IMAP command %s failed", cmd.name, exc_info=exc)
     if transient(exc):  # held by another process
         return Unavailable().imap_response(cmd.tag)
     return cmd.tag + b" NO [SERVERBUG] Internal error, see the pizzamail log\r\n"

@@ -276,7 +276,7 @@ async def test_a_message_gone_from_a_pipelined_run_still_has_its_command_answere
 
 
 async def test_a_pipelined_run_that_fails_answers_every_command_with_no(
-    t: Transcript, monkeypatch: pytest.MonkeyPatch,
+    t: Transcript, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture,
 ) -> None:
     await t.say(b"s SELECT INBOX")
 
@@ -289,3 +289,4 @@ async def test_a_pipelined_run_that_fails_answers_every_command_with_no(
         b"%s NO [SERVERBUG] Internal error, see the pizzamail log\r\n" % tag for tag in (b"a", b"b", b"c")
     ]
     assert t.wire.queued == []
+    assert [r.message for r in caplog.records if r.levelname == "ERROR"] == ["IMAP command UID FETCH failed"]
