@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from imaptools import Client, connect
 
-from pizzamail.imap import ImapServer, cache, fetch, parser, wire
+from pizzamail.imap import ImapServer, cache, fetch, parser, selected, wire
 from pizzamail.imap import server as server_module
 from pizzamail.mailbox import Mailbox
 from pizzamail.store import Store
@@ -72,6 +72,36 @@ async def test_pipelined_fetches_over_the_wire_are_answered_together_each_in_its
     assert b"".join(answers[:-1]) == b"".join(expected)
     assert answers[-1].startswith(b"n OK")
     assert sum(runs) == len(sample) and len(runs) < len(sample)
+
+
+@pytest.mark.parametrize("seed", range(4))
+async def test_pipelined_fetches_answer_as_each_would_alone(
+    client: Client, sample: list[bytes], seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Whatever a client pipelines (runs that qualify, other items, other commands, unknown,
+    repeated and earlier messages, numbers past the end), the answers are those it gets sending one
+    command at a time."""
+    together_runs: list[int] = []
+    answer_together = selected._answer_together
+
+    async def counted(s: Any, fetcher: fetch.Fetcher, run: list[Any]) -> bytes:
+        together_runs.append(len(run))
+        return await answer_together(s, fetcher, run)
+
+    monkeypatch.setattr(selected, "_answer_together", counted)
+    rng = random.Random(seed)
+    items = [b"(UID)", b"(BODY.PEEK[])", b"(FLAGS RFC822.SIZE)", b"(BODY.PEEK[HEADER.FIELDS (SUBJECT)])"]
+    last = len(sample)
+    commands = [b"c%d %s %d %s" % (n, rng.choice([b"UID FETCH", b"UID FETCH", b"FETCH"]),
+                                   rng.choice([*range(1, last + 1), last + 3]),
+                                   rng.choice(items[:1] if n % 3 else items))
+                for n in range(40)]
+    await client.command(b"s SELECT INBOX")
+    alone = b"".join([b"".join(await client.command(command)) for command in commands])
+    await client.send(b"".join(command + b"\r\n" for command in commands) + b"z NOOP\r\n")
+    together = await client.until(b"z")
+    assert b"".join(together[:-1]) == alone
+    assert together_runs  # some commands were answered together
 
 
 async def test_a_fetch_with_anything_after_its_items_is_refused_every_time(
