@@ -12,7 +12,7 @@ import ssl
 from pizzamail.auth import login_name
 from pizzamail.errors import ImapError
 from pizzamail.imap.parser import Authenticate, Command, Login
-from pizzamail.imap.session import ANSWERED, Session, SessionEnd, State
+from pizzamail.imap.session import ANSWERED, Session, SessionEnd, State, ok
 
 log = logging.getLogger("pizzamail.imap")
 
@@ -27,7 +27,7 @@ async def starttls(s: Session, cmd: Command) -> bytes:
         raise ImapError("STARTTLS is not offered on this listener")
     if s.conn.secure:
         raise ImapError("TLS is already active", bad=True)
-    await s.conn.send(cmd.tag + b" OK Begin TLS negotiation now\r\n")
+    await s.conn.send(ok(cmd, b"Begin TLS negotiation now"))
     try:
         await s.conn.start_tls(context, s.shared.limits.tls_handshake_timeout)
     except (ssl.SSLError, ConnectionError, TimeoutError) as exc:

@@ -14,7 +14,7 @@ from pizzamail.imap.fetchparse import FetchAtt
 from pizzamail.imap.parser import Command, Copy, Fetch, Messages, Search, Store, parse_command
 from pizzamail.imap.search import Searcher
 from pizzamail.imap.searchkeys import uses_modseq
-from pizzamail.imap.session import ANSWERED, Handler, Session, SessionEnd, State, refusal
+from pizzamail.imap.session import ANSWERED, Handler, Session, SessionEnd, State, ok, refusal
 from pizzamail.imap.view import View, uid_set
 from pizzamail.mailbox import Folder, MailRow
 
@@ -81,7 +81,7 @@ async def _answer_together(s: Session, fetcher: Fetcher, run: list[tuple[Command
     """One fetch of every message of ``run``, each command's tagged answer right after its own
     response: one read of the index and one of the files for all of them, instead of one each
     with a view's catch-up before and after (the untagged news waits for the last command)."""
-    ends = Ends([(uid, cmd.tag + b" OK " + cmd.name.encode() + b" completed\r\n") for cmd, uid in run])
+    ends = Ends([(uid, ok(cmd, cmd.name.encode() + b" completed")) for cmd, uid in run])
     try:
         await fetcher.run([uid for _, uid in run], send=s.conn.send, flush=s.conn.flush, ends=ends)
     except Exception as exc:  # every command not answered yet has failed

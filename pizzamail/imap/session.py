@@ -210,7 +210,7 @@ class Session:
             if cmd.name != "IDLE":  # IDLE announces after "+ idling", where every client listens
                 await self.catch_up(cmd)
             text = await spec.handler(self, cmd)
-            response = cmd.tag + b" OK " + text + b"\r\n" if text is not ANSWERED else b""
+            response = ok(cmd, text) if text is not ANSWERED else b""
         except SessionEnd:
             raise
         except Exception as exc:
@@ -227,6 +227,11 @@ class Session:
         lines = await self.view.refresh(expunge_ok=cmd.uid or not about_messages, in_passing=about_messages)
         for line in lines:
             await self.conn.send(line)
+
+
+def ok(cmd: Command, text: bytes) -> bytes:
+    """The tagged answer of ``cmd``, done."""
+    return cmd.tag + b" OK " + text + b"\r\n"
 
 
 def refusal(cmd: Command, exc: Exception, *, logged: bool = False) -> bytes:
