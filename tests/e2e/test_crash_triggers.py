@@ -19,9 +19,10 @@ from tests.e2e.test_triggers import _post_standard
 from tests.fakes.openai_server import FakeOpenAI, text
 
 
-def _standard(body: bytes, delivery: str) -> dict[str, str]:
-    """One attempt at ``delivery``: a retry has the same id, a new timestamp and a new signature."""
-    stamp = str(int(time.time()))
+def _standard(body: bytes, delivery: str, *, ago: int = 0) -> dict[str, str]:
+    """One attempt at ``delivery`` signed ``ago`` seconds back: a retry has the same id, a new
+    timestamp and a new signature (signed in the same second, it would be the same request again)."""
+    stamp = str(int(time.time()) - ago)
     return {"Content-Type": "application/json", "webhook-id": delivery, "webhook-timestamp": stamp,
             "webhook-signature": sign_standard(WHSEC, delivery, stamp, body)}
 
@@ -38,7 +39,7 @@ def test_a_delivery_retried_after_a_crash_before_its_answer_is_already_received(
     served = served_hook.start(crash_after="pizzamail.web:Hooks._record")
     body = json.dumps({"type": "invoice.paid", "data": {"id": 7}}).encode()
     with pytest.raises(httpx.TransportError):  # committed, then the process died: no answer
-        _post_standard(served, body, _standard(body, "msg_7"))
+        _post_standard(served, body, _standard(body, "msg_7", ago=1))
     assert served.stop(None) == CRASHED
 
     served.start()
