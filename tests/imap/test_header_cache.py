@@ -5,18 +5,33 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
+import aiosqlite
 import pytest
 from imaptools import Client, connect
 
 from pizzamail.imap import ImapServer, cache, fetch, mime
 from pizzamail.imap.fetchparse import Section
 from pizzamail.mailbox import Folder, Mailbox, MailRow, Structures
-from pizzamail.store import Store
+from pizzamail.store import Store, migrations
 from pizzamail.store import mailindex as index
+from pizzamail.store.sqlite import migrate
 
 LISTED = b"FROM TO CC SUBJECT DATE MESSAGE-ID REFERENCES IN-REPLY-TO CONTENT-TYPE"
+#: what common clients name when they list a folder, as they send it
+CLIENTS = {
+    "Thunderbird": b"From To Cc Bcc Subject Date Message-ID Priority X-Priority References Newsgroups"
+                   b" In-Reply-To Content-Type Reply-To",
+    "NeoMutt": b"DATE FROM SENDER SUBJECT TO CC MESSAGE-ID REFERENCES CONTENT-TYPE CONTENT-DESCRIPTION"
+               b" IN-REPLY-TO REPLY-TO LINES LIST-POST X-LABEL X-ORIGINAL-TO",
+    "K-9 Mail": b"date subject from content-type to cc reply-to message-id references in-reply-to"
+                b" X-K9mail-Identity Chat-Version",
+    "Roundcube": b"DATE FROM TO SUBJECT CONTENT-TYPE CC REPLY-TO LIST-POST DISPOSITION-NOTIFICATION-TO"
+                 b" X-PRIORITY CONTENT-TRANSFER-ENCODING BCC IN-REPLY-TO MAIL-FOLLOWUP-TO MAIL-REPLY-TO"
+                 b" MESSAGE-ID REFERENCES RESENT-BCC RETURN-PATH SENDER X-DRAFT-INFO",
+}
 
 MAILS = {
     "folded": b"From: Alice\r\n <alice@example.org>\r\nSubject: a long\r\n\tsubject\r\n"
@@ -34,6 +49,10 @@ MAILS = {
     "empty header": b"\r\nbody only\r\n",
     "references": b"From: a@example.org\r\nReferences: <a@x>\r\n <b@x>\r\nIn-Reply-To: <b@x>\r\n"
                   b"Content-Type: text/plain;\r\n charset=utf-8\r\n\r\nbody\r\n",
+    "list mail": b"Return-Path: <l@example.org>\r\nReceived: by mx\r\nSender: l@example.org\r\n"
+                 b"From: a@example.org\r\nReply-To: list@example.org\r\nBcc: b@example.org\r\n"
+                 b"X-Priority: 1 (Highest)\r\nList-Post: <mailto:list@example.org>\r\n"
+                 b"List-Id: <list.example.org>\r\nContent-Transfer-Encoding: 8bit\r\n\r\nbody\r\n",
 }
 
 
@@ -44,7 +63,8 @@ def store_backend(request: pytest.FixtureRequest) -> str:
 
 
 REQUESTS = [(b"FROM",), (b"SUBJECT", b"from"), (b"To", b"Cc"), tuple(LISTED.split()), (b"x-none",),
-            (b"DATE", b"MESSAGE-ID", b"IN-REPLY-TO", b"REFERENCES", b"CONTENT-TYPE")]
+            (b"DATE", b"MESSAGE-ID", b"IN-REPLY-TO", b"REFERENCES", b"CONTENT-TYPE"),
+            *(tuple(fields.split()) for fields in CLIENTS.values())]
 
 
 @pytest.mark.parametrize("name", list(MAILS))
@@ -121,6 +141,42 @@ async def test_a_header_listing_opens_no_message_file(
     assert _literals(lines) == [_expected(data, fields) for data in sent]
     lines = await client.command(b"e UID FETCH 1:* (ENVELOPE BODYSTRUCTURE)")
     assert lines[-1].startswith(b"e OK") and sum(reads) == 1
+
+
+@pytest.mark.parametrize("client_name", list(CLIENTS))
+async def test_each_common_clients_listing_opens_no_message_file(
+    mailbox: Mailbox, client: Client, monkeypatch: pytest.MonkeyPatch, client_name: str
+) -> None:
+    """The fields each client lists are all cached: fails with the nine fields cached before 030
+    (each of these listings read every file)."""
+    sent = await _deliver_all(mailbox)
+    reads = _count_reads(mailbox, monkeypatch)
+    await client.command(b"s SELECT INBOX")
+    fields = CLIENTS[client_name]
+    lines = await client.command(
+        b"f UID FETCH 1:* (UID RFC822.SIZE FLAGS BODY.PEEK[HEADER.FIELDS (" + fields + b")])")
+    assert lines[-1].startswith(b"f OK")
+    assert sum(reads) == 1  # the one whose header has a NUL byte
+    assert _literals(lines) == [_expected(data, tuple(fields.split())) for data in sent]
+
+
+async def test_the_header_cache_migration_forgets_lines_cached_with_fewer_fields(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Lines cached before 030 lack the fields it added, which they would answer with nothing:
+    forgotten, each message's next listing reads its file (as for a mail found on disk)."""
+    [at] = [i for i, (name, _) in enumerate(migrations.MIGRATIONS) if name == "030_header_cache_fields"]
+    async with aiosqlite.connect(tmp_path / "old.db", isolation_level=None) as db:
+        with monkeypatch.context() as older:
+            older.setattr(migrations, "MIGRATIONS", migrations.MIGRATIONS[:at])
+            await migrate(db)
+        await db.execute("INSERT INTO folders(id, name, uidvalidity) VALUES (1, 'INBOX', 1)")
+        await db.executemany(
+            "INSERT INTO mail(folder_id, uid, name, subdir, size, internaldate, modseq, headers)"
+            " VALUES (1, ?, ?, 'cur', 1, 0, 1, ?)", [(1, "a", b"subject\0Subject: s\r\n\0"), (2, "b", None)])
+        assert await migrate(db) == ["030_header_cache_fields"]
+        async with db.execute("SELECT uid, headers FROM mail ORDER BY uid") as cursor:
+            assert list(map(tuple, await cursor.fetchall())) == [(1, None), (2, None)]
 
 
 async def test_fields_outside_the_cache_are_read_from_the_file(

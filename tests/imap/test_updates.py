@@ -199,11 +199,12 @@ async def _file_reply(
     if not during_fetch:
         await mailbox.deliver(folder, REPLY)
         return
-    load = Fetcher._load
+    # a batch's answer is made from index entries read already (its header lines cached or not)
+    send_batch = Fetcher._send_batch
 
-    async def load_then_file(self: Fetcher, *args: Any) -> object:
-        monkeypatch.setattr(Fetcher, "_load", load)  # once
+    async def file_then_send(self: Fetcher, *args: Any) -> None:
+        monkeypatch.setattr(Fetcher, "_send_batch", send_batch)  # once
         await mailbox.deliver(folder, REPLY)
-        return await load(self, *args)
+        await send_batch(self, *args)
 
-    monkeypatch.setattr(Fetcher, "_load", load_then_file)
+    monkeypatch.setattr(Fetcher, "_send_batch", file_then_send)
