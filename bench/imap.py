@@ -17,8 +17,9 @@ and measures with real clients:
   (c) SELECT INBOX, the first (cold) one after start and a warm one (median of 5);
   (d) server RSS after the runs and CPU over 5 s with one client in IDLE;
   (e) on a second, 2,000-message folder, both servers running side by side: the header listing
-      (the first, then the median of 3 more, alternating between the servers) and APPEND of a
-      small mail with imaplib (what IMAPClient runs on; median of 30).
+      (the first, then the median of 3 more, alternating between the servers), Thunderbird's own
+      listing of 14 fields (median of 3, alternating) and APPEND of a small mail with imaplib
+      (what IMAPClient runs on; median of 30).
 
 Prints one table with the ratios pizzamail / Dovecot. Needs Dovecot (``apt-get install
 dovecot-imapd``) and mbsync (``apt-get install isync``).
@@ -40,25 +41,31 @@ import os
 import re
 import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.imapclient import (
+    PASSWORD,
+    USER,
+    Imap,
+    client,
+    header_listing,
+    select_inbox,
+    thunderbird_listing,
+    timed,
+)
 from bench.imapcorpus import copy_maildir, corpus
 from tests import dovecot  # the private Dovecot the tests use too
 from tests.dovecot import free_port, stop, wait_port
 
-USER, PASSWORD = "me", "pw"
-HEADER_LISTING = (b"UID FETCH 1:* (UID FLAGS RFC822.SIZE INTERNALDATE "
-                  b"BODY.PEEK[HEADER.FIELDS (FROM TO SUBJECT DATE MESSAGE-ID)])")
 IDLE_SECONDS = 5.0
 SMALL_FOLDER = 2_000
 APPENDS = 30
@@ -160,86 +167,7 @@ def serve_pizzamail(home: Path, port: int, profile: Path | None) -> None:
             profiler.dump_stats(profile)
 
 
-# -- the clients --------------------------------------------------------------------------------
-
-_LITERAL = re.compile(rb"\{(\d+)\}\r\n$")
-
-
-class Imap:
-    """A minimal blocking IMAP client that reads whole responses, literals included."""
-
-    def __init__(self, port: int) -> None:
-        self.sock = socket.create_connection(("127.0.0.1", port), timeout=600)
-        self.file = self.sock.makefile("rb")
-        self.tags = 0
-        self.read_line()  # greeting
-
-    def read_line(self) -> bytes:
-        line = self.file.readline()
-        if not line:
-            raise ConnectionError("server closed the connection")
-        return line
-
-    def response(self) -> bytes:
-        """One response, its literals and continuation lines included."""
-        parts = [self.read_line()]
-        while m := _LITERAL.search(parts[-1]):
-            parts.append(self.file.read(int(m.group(1))))
-            parts.append(self.read_line())
-        return b"".join(parts)
-
-    def send(self, data: bytes) -> bytes:
-        self.tags += 1
-        tag = b"T%d" % self.tags
-        self.sock.sendall(tag + b" " + data + b"\r\n")
-        return tag
-
-    def command(self, data: bytes) -> list[bytes]:
-        """Send a command; its untagged responses. Raises unless it ends in OK."""
-        tag = self.send(data)
-        untagged: list[bytes] = []
-        while True:
-            resp = self.response()
-            if resp.startswith(tag + b" "):
-                if not resp.startswith(tag + b" OK"):
-                    raise RuntimeError(f"{data[:60]!r} -> {resp!r}")
-                return untagged
-            untagged.append(resp)
-
-    def login(self) -> Imap:
-        self.command(f"LOGIN {USER} {PASSWORD}".encode())
-        return self
-
-    def close(self) -> None:
-        with contextlib.suppress(OSError, RuntimeError, ConnectionError):
-            self.command(b"LOGOUT")
-        self.file.close()
-        self.sock.close()
-
-
-@contextlib.contextmanager
-def client(port: int) -> Iterator[Imap]:
-    c = Imap(port).login()
-    try:
-        yield c
-    finally:
-        c.close()
-
-
-def timed(fn: object, *args: object) -> tuple[float, object]:
-    started = time.perf_counter()
-    result = fn(*args)  # type: ignore[operator]
-    return time.perf_counter() - started, result
-
-
-def select_inbox(c: Imap) -> int:
-    untagged = c.command(b"SELECT INBOX")
-    exists = [int(r.split()[1]) for r in untagged if r.rstrip().endswith(b"EXISTS")]
-    return exists[0]
-
-
-def header_listing(c: Imap) -> int:
-    return sum(1 for r in c.command(HEADER_LISTING) if b" FETCH " in r[:20])
+# -- mbsync ------------------------------------------------------------------------------------
 
 
 def mbsync_rc(tmp: Path, port: int, fsync: bool) -> Path:
@@ -387,6 +315,7 @@ class Figures:
     select_restart: float = 0.0
     small_listing_first: float = 0.0
     small_listing: float = 0.0
+    thunderbird_listing: float = 0.0
     append: float = 0.0
 
 
@@ -506,14 +435,21 @@ def side_by_side(source: Path, tmp: Path, ours: Figures, dove: Figures) -> None:
             for figures, c in pairs:
                 select_inbox(c)
                 figures.small_listing_first = timed(header_listing, c)[0]
-            runs: dict[int, list[float]] = {id(f): [] for f, _ in pairs}
-            for _ in range(3):
-                for figures, c in pairs:
-                    runs[id(figures)].append(timed(header_listing, c)[0])
+            listings, thunderbird = _in_turns(pairs, header_listing), _in_turns(pairs, thunderbird_listing)
             for figures, _ in pairs:
-                figures.small_listing = statistics.median(runs[id(figures)])
+                figures.small_listing = listings[id(figures)]
+                figures.thunderbird_listing = thunderbird[id(figures)]
             ours.append = statistics.median(append_times(servers[0].port))
             dove.append = statistics.median(append_times(servers[1].port))
+
+
+def _in_turns(pairs: tuple[tuple[Figures, Imap], ...], listing: Callable[[Imap], int]) -> dict[int, float]:
+    """The median of 3 ``listing`` runs on each connection, one on each in turn."""
+    runs: dict[int, list[float]] = {id(f): [] for f, _ in pairs}
+    for _ in range(3):
+        for figures, c in pairs:
+            runs[id(figures)].append(timed(listing, c)[0])
+    return {key: statistics.median(times) for key, times in runs.items()}
 
 
 @contextlib.contextmanager
@@ -558,6 +494,8 @@ def table(count: int, ours: Figures, dove: Figures) -> str:
         secs(f"(e) header listing, {SMALL_FOLDER} msgs, first", ours.small_listing_first,
              dove.small_listing_first)
         secs("    same, median of the 3 after it", ours.small_listing, dove.small_listing, "<= 1.0x")
+        secs("    Thunderbird's listing (14 fields), median of 3", ours.thunderbird_listing,
+             dove.thunderbird_listing)
         rows.append((f"    APPEND of a small mail (imaplib, median of {APPENDS})",
                      f"{ours.append * 1000:.1f} ms", f"{dove.append * 1000:.1f} ms",
                      f"{ours.append / dove.append:.2f}x", "<= 3x"))
