@@ -28,9 +28,7 @@ CLIENTS = {
                b" IN-REPLY-TO REPLY-TO LINES LIST-POST X-LABEL X-ORIGINAL-TO",
     "K-9 Mail": b"date subject from content-type to cc reply-to message-id references in-reply-to"
                 b" X-K9mail-Identity Chat-Version",
-    "Roundcube": b"DATE FROM TO SUBJECT CONTENT-TYPE CC REPLY-TO LIST-POST DISPOSITION-NOTIFICATION-TO"
-                 b" X-PRIORITY CONTENT-TRANSFER-ENCODING BCC IN-REPLY-TO MAIL-FOLLOWUP-TO MAIL-REPLY-TO"
-                 b" MESSAGE-ID REFERENCES RESENT-BCC RETURN-PATH SENDER X-DRAFT-INFO",
+    "iOS Mail": b"date subject from to cc bcc message-id in-reply-to content-type references",
 }
 
 MAILS = {
@@ -185,9 +183,10 @@ async def test_fields_outside_the_cache_are_read_from_the_file(
     sent = await _deliver_all(mailbox)
     reads = _count_reads(mailbox, monkeypatch)
     await client.command(b"s SELECT INBOX")
-    lines = await client.command(b"f FETCH 1:* (BODY.PEEK[HEADER.FIELDS (SUBJECT RECEIVED X-ONLY)])")
+    fields = (b"SUBJECT", b"RECEIVED", b"X-ONLY", b"RETURN-PATH")  # the last as Roundcube lists
+    lines = await client.command(b"f FETCH 1:* (BODY.PEEK[HEADER.FIELDS (" + b" ".join(fields) + b")])")
     assert sum(reads) == len(sent)
-    assert _literals(lines) == [_expected(data, (b"SUBJECT", b"RECEIVED", b"X-ONLY")) for data in sent]
+    assert _literals(lines) == [_expected(data, fields) for data in sent]
 
 
 async def test_a_mail_found_on_disk_is_cached_by_its_first_listing(
