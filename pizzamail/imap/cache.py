@@ -64,6 +64,12 @@ def header_fields(lines: bytes, wanted: frozenset[bytes]) -> bytes:
     return b"".join(_blocks(wanted)(lines)) + b"\r\n"
 
 
+def values(lines: bytes, name: bytes) -> list[bytes]:
+    """The values of the cached field ``name`` (lower case), every occurrence in the file's order,
+    as :func:`mime.header_fields` gives them: what a SEARCH of it needs."""
+    return [mime.field_value(raw) for raw in _blocks(frozenset({name}))(lines) if raw]
+
+
 def pick_each(wanted: frozenset[bytes], each: Iterable[bytes]) -> list[bytes]:
     """:func:`header_fields` of each message's cached lines, in C (map) with no Python code run
     per message: a listing picks thousands."""

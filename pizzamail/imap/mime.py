@@ -61,11 +61,12 @@ def header_blocks(header: bytes) -> list[tuple[bytes, bytes]]:
 
 def header_fields(header: bytes) -> list[tuple[bytes, bytes]]:
     """Fields as (lower-case name, value unfolded per RFC 5322 §2.2.3 and stripped)."""
-    out = []
-    for name, raw in header_blocks(header):
-        value = raw.split(b":", 1)[1].replace(b"\r\n", b"").replace(b"\n", b"")
-        out.append((name, value.strip()))
-    return out
+    return [(name, field_value(raw)) for name, raw in header_blocks(header)]
+
+
+def field_value(raw: bytes) -> bytes:
+    """A field's value from its raw block (see :func:`header_blocks`): unfolded and stripped."""
+    return raw.split(b":", 1)[1].replace(b"\r\n", b"").replace(b"\n", b"").strip()
 
 
 def filter_header(header: bytes, names: tuple[bytes, ...], keep: bool) -> bytes:

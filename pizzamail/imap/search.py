@@ -1,6 +1,7 @@
 """SEARCH evaluation over the selected view. Flag, size, date and set keys use the view's index
-rows; header and text keys read the message (once, however many keys need it, and only for the
-messages the other keys leave in question).
+rows; header keys of fields the index caches (:mod:`pizzamail.imap.cache`: From, To, Subject and
+the rest clients list) its cached lines; other header keys and text keys read the message (once,
+however many keys need it, and only for the messages the other keys leave in question).
 
 A mail is searched in the text that can be read of it: what does not decode (a damaged encoded
 word, base64 or charset) is searched as it stands, never failing the command for the folder.
@@ -15,7 +16,7 @@ from email.header import decode_header, make_header
 from email.utils import parsedate_to_datetime
 
 from pizzamail.errors import ImapError
-from pizzamail.imap import binary, mime
+from pizzamail.imap import binary, cache, mime
 from pizzamail.imap.searchkeys import (
     AllKey,
     AndKey,
@@ -32,14 +33,20 @@ from pizzamail.imap.searchkeys import (
 )
 from pizzamail.imap.view import View, by_size
 from pizzamail.mailbox import MailRow
+from pizzamail.store.mailindex import PLACE
 
 #: index entries read at a time
 _BATCH = 2000
+#: what is read of each index entry when the header keys are all answered by the cached lines: the
+#: whole row (a message not cached yet is read from its file) and the lines
+_WITH_LINES = frozenset({PLACE, "modseq", "headers"})
 
 
 def decode_text(raw: bytes) -> str:
     """A header value as readable text: raw UTF-8 and RFC 2047 encoded words both decoded."""
     text = raw.decode("utf-8", "replace")
+    if "=?" not in text:  # no encoded word: the email package would give it back as it is
+        return text
     try:
         return str(make_header(decode_header(text)))
     except (ValueError, LookupError, HeaderParseError):  # ValueError covers UnicodeError
@@ -81,11 +88,13 @@ class _NeedsBytes(Exception):
 
 class _Candidate:
     """One message under test; its header fields and text are parsed lazily, and without its
-    bytes (``data`` None) a key that needs them raises :class:`_NeedsBytes`."""
+    bytes (``data`` None) a key that needs them raises :class:`_NeedsBytes`. With the index's
+    cached ``lines``, its header fields are those: only for a key that reads no other field."""
 
-    def __init__(self, row: MailRow, data: bytes | None = None) -> None:
+    def __init__(self, row: MailRow, data: bytes | None = None, lines: bytes | None = None) -> None:
         self.row = row
         self._data = data
+        self._lines = lines
         self._fields: list[tuple[bytes, bytes]] | None = None
         self._body: str | None = None
 
@@ -101,6 +110,12 @@ class _Candidate:
             self._fields = mime.header_fields(mime.split_header(self.data)[0])
         return self._fields
 
+    def raw_values(self, name: bytes) -> list[bytes]:
+        """The values of the field ``name`` (lower case), from the cached lines if there are any."""
+        if self._data is None and self._lines is not None:
+            return cache.values(self._lines, name)
+        return [v for n, v in self.fields if n == name]
+
     @property
     def body(self) -> str:
         if self._body is None:
@@ -108,8 +123,7 @@ class _Candidate:
         return self._body
 
     def header_values(self, name: str) -> list[str]:
-        wanted = name.encode("ascii", "replace")
-        return [decode_text(v).casefold() for n, v in self.fields if n == wanted]
+        return [decode_text(v).casefold() for v in self.raw_values(name.encode("ascii", "replace"))]
 
 
 class Searcher:
@@ -121,18 +135,25 @@ class Searcher:
         """The matching live UIDs, ascending: first by what the index says, then, for the
         messages that leaves in question, by their bytes; both a batch at a time."""
         live = [u for u in self.view.uids if u not in self.view.ghosts]
+        with_lines = _cached_only(key)
         found: list[int] = []
         for start in range(0, len(live), _BATCH):
-            rows = await self.view.rows(live[start:start + _BATCH])
             pending: list[MailRow] = []
-            for row in rows.values():
+            for candidate in await self._candidates(live[start:start + _BATCH], with_lines):
                 try:
-                    if self.matches(key, _Candidate(row)):
-                        found.append(row.uid)
+                    if self.matches(key, candidate):
+                        found.append(candidate.row.uid)
                 except _NeedsBytes:
-                    pending.append(row)
+                    pending.append(candidate.row)
             found += await self._by_bytes(key, pending)
         return sorted(found)
+
+    async def _candidates(self, uids: list[int], with_lines: bool) -> list[_Candidate]:
+        """The live ones of ``uids``, each with the index's cached lines when ``with_lines``."""
+        if not with_lines:
+            return [_Candidate(row) for row in (await self.view.rows(uids)).values()]
+        entries = await self.view.mailbox.cached_rows(self.view.folder, uids, _WITH_LINES)
+        return [_Candidate(row, lines=cached.headers) for row, cached in entries.values()]
 
     async def _by_bytes(self, key: SearchKey, rows: list[MailRow]) -> list[int]:
         found: list[int] = []
@@ -180,11 +201,44 @@ class Searcher:
     def _day(self, key: DateKey, c: _Candidate) -> date | None:
         if not key.sent:
             return datetime.fromtimestamp(c.row.internaldate, UTC).date()
-        raw = next((v for n, v in c.fields if n == b"date"), None)
+        raw = next(iter(c.raw_values(b"date")), None)
         try:
             return parsedate_to_datetime(raw.decode("latin-1")).date() if raw else None
         except (TypeError, ValueError, IndexError, OverflowError):
             return None
+
+
+def _cached_only(key: SearchKey) -> bool:
+    """``key`` reads header fields, all of them cached, and no text."""
+    names = _fields_read(key)
+    return names is not None and bool(names) and names <= cache.FIELDS
+
+
+def _fields_read(key: SearchKey) -> set[bytes] | None:
+    """The header fields ``key`` reads; None when it reads the text (every field, and the body)."""
+    match key:
+        case HeaderKey(name, _):
+            return {name.encode("ascii", "replace")}
+        case DateKey(sent=True):
+            return {b"date"}
+        case TextKey():
+            return None
+        case NotKey(inner):
+            return _fields_read(inner)
+        case OrKey(left, right):
+            return _union([_fields_read(left), _fields_read(right)])
+        case AndKey(keys):
+            return _union([_fields_read(k) for k in keys])
+    return set()
+
+
+def _union(parts: list[set[bytes] | None]) -> set[bytes] | None:
+    found: set[bytes] = set()
+    for part in parts:
+        if part is None:
+            return None
+        found |= part
+    return found
 
 
 def _date_matches(key: DateKey, day: date | None) -> bool:

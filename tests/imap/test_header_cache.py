@@ -12,7 +12,7 @@ import aiosqlite
 import pytest
 from imaptools import Client, connect
 
-from pizzamail.imap import ImapServer, cache, fetch, mime
+from pizzamail.imap import ImapServer, cache, fetch, mime, search
 from pizzamail.imap.fetchparse import Section
 from pizzamail.mailbox import Folder, Mailbox, MailRow, Structures
 from pizzamail.store import Store, migrations
@@ -45,7 +45,8 @@ MAILS = {
     "continuation first": b" Subject: starts blank\r\nFrom: a@example.org\r\n\r\nbody\r\n",
     "NUL": b"From: a@example.org\r\nSubject: a\x00b\r\n\r\nbody\r\n",
     "empty header": b"\r\nbody only\r\n",
-    "references": b"From: a@example.org\r\nReferences: <a@x>\r\n <b@x>\r\nIn-Reply-To: <b@x>\r\n"
+    "references": b"From: a@example.org\r\nDate: Wed, 01 Jan 2025 09:00:00 +0000\r\n"
+                  b"References: <a@x>\r\n <b@x>\r\nIn-Reply-To: <b@x>\r\n"
                   b"Content-Type: text/plain;\r\n charset=utf-8\r\n\r\nbody\r\n",
     "list mail": b"Return-Path: <l@example.org>\r\nReceived: by mx\r\nSender: l@example.org\r\n"
                  b"From: a@example.org\r\nReply-To: list@example.org\r\nBcc: b@example.org\r\n"
@@ -175,6 +176,53 @@ async def test_the_header_cache_migration_forgets_lines_cached_with_fewer_fields
         assert await migrate(db) == ["030_header_cache_fields"]
         async with db.execute("SELECT uid, headers FROM mail ORDER BY uid") as cursor:
             assert list(map(tuple, await cursor.fetchall())) == [(1, None), (2, None)]
+
+
+@pytest.mark.parametrize("name", list(MAILS))
+def test_the_cached_lines_give_each_fields_values_as_the_whole_header_does(name: str) -> None:
+    header = mime.split_header(MAILS[name])[0]
+    lines = cache.header_lines(header)
+    if lines is None:
+        assert name == "NUL"
+        return
+    whole = mime.header_fields(header)
+    for field in cache.FIELDS:
+        assert cache.values(lines, field) == [v for n, v in whole if n == field], field
+
+
+#: searches of cached fields only (the UTF-8 one's literal follows it)
+SEARCHES = [b"FROM alice", b"TO two", b"CC D@EXAMPLE", b"HEADER Message-ID m@x", b"SENTBEFORE 1-Jan-2030",
+            b"OR SUBJECT spaced NOT FROM a@example.org", b"HEADER References b@x", b"HEADER Reply-To list",
+            b"SUBJECT s FROM example", b"CHARSET UTF-8 SUBJECT {6+}\r\nGr\xc3\xb6\xc3\x9f"]
+
+
+async def test_a_search_of_cached_fields_opens_no_message_file(
+    mailbox: Mailbox, client: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each search finds what the files say, reading only the one file whose header has a NUL
+    byte (never cached); fails when header keys read every file, as they did."""
+    sent = await _deliver_all(mailbox)
+    reads = _count_reads(mailbox, monkeypatch)
+    await client.command(b"s SELECT INBOX")
+    cached = [await client.command(b"c UID SEARCH " + criteria) for criteria in SEARCHES]
+    assert sum(reads) == len(SEARCHES)
+    monkeypatch.setattr(search, "_cached_only", lambda key: False)
+    from_files = [await client.command(b"f UID SEARCH " + criteria) for criteria in SEARCHES]
+    assert sum(reads) == len(SEARCHES) * (1 + len(sent))
+    assert [lines[0] for lines in cached] == [lines[0] for lines in from_files]
+    assert sum(lines[0] != b"* SEARCH\r\n" for lines in cached) >= 8  # most of them find something
+
+
+@pytest.mark.parametrize("criteria", [b"HEADER X-Only this", b"FROM a BODY body", b"OR TO two TEXT body"])
+async def test_a_search_of_other_fields_or_of_the_text_reads_the_files(
+    mailbox: Mailbox, client: Client, monkeypatch: pytest.MonkeyPatch, criteria: bytes
+) -> None:
+    sent = await _deliver_all(mailbox)
+    reads = _count_reads(mailbox, monkeypatch)
+    await client.command(b"s SELECT INBOX")
+    lines = await client.command(b"f UID SEARCH " + criteria)
+    assert lines[-1].startswith(b"f OK") and lines[0] != b"* SEARCH\r\n"
+    assert sum(reads) == len(sent)
 
 
 async def test_fields_outside_the_cache_are_read_from_the_file(
