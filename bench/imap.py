@@ -18,8 +18,8 @@ and measures with real clients:
   (d) server RSS after the runs and CPU over 5 s with one client in IDLE;
   (e) on a second, 2,000-message folder, both servers running side by side: the header listing
       (the first, then the median of 3 more, alternating between the servers), Thunderbird's own
-      listing of 14 fields (median of 3, alternating) and APPEND of a small mail with imaplib
-      (what IMAPClient runs on; median of 30).
+      listing of 14 fields and UID SEARCH FROM (each the median of 3, alternating) and APPEND of
+      a small mail with imaplib (what IMAPClient runs on; median of 30).
 
 Prints one table with the ratios pizzamail / Dovecot. Needs Dovecot (``apt-get install
 dovecot-imapd``) and mbsync (``apt-get install isync``).
@@ -58,6 +58,7 @@ from bench.imapclient import (
     Imap,
     client,
     header_listing,
+    search_from,
     select_inbox,
     thunderbird_listing,
     timed,
@@ -316,6 +317,7 @@ class Figures:
     small_listing_first: float = 0.0
     small_listing: float = 0.0
     thunderbird_listing: float = 0.0
+    search_from: float = 0.0
     append: float = 0.0
 
 
@@ -436,9 +438,11 @@ def side_by_side(source: Path, tmp: Path, ours: Figures, dove: Figures) -> None:
                 select_inbox(c)
                 figures.small_listing_first = timed(header_listing, c)[0]
             listings, thunderbird = _in_turns(pairs, header_listing), _in_turns(pairs, thunderbird_listing)
+            searches = _in_turns(pairs, search_from)
             for figures, _ in pairs:
                 figures.small_listing = listings[id(figures)]
                 figures.thunderbird_listing = thunderbird[id(figures)]
+                figures.search_from = searches[id(figures)]
             ours.append = statistics.median(append_times(servers[0].port))
             dove.append = statistics.median(append_times(servers[1].port))
 
@@ -496,6 +500,7 @@ def table(count: int, ours: Figures, dove: Figures) -> str:
         secs("    same, median of the 3 after it", ours.small_listing, dove.small_listing, "<= 1.0x")
         secs("    Thunderbird's listing (14 fields), median of 3", ours.thunderbird_listing,
              dove.thunderbird_listing)
+        secs("    UID SEARCH FROM, median of 3", ours.search_from, dove.search_from)
         rows.append((f"    APPEND of a small mail (imaplib, median of {APPENDS})",
                      f"{ours.append * 1000:.1f} ms", f"{dove.append * 1000:.1f} ms",
                      f"{ours.append / dove.append:.2f}x", "<= 3x"))

@@ -14,6 +14,8 @@ USER, PASSWORD = "me", "pw"
 HEADER_LISTING = (b"UID FETCH 1:* (UID FLAGS RFC822.SIZE INTERNALDATE "
                   b"BODY.PEEK[HEADER.FIELDS (FROM TO SUBJECT DATE MESSAGE-ID)])")
 #: Thunderbird's own, on opening a folder (nsImapProtocol: IMAP_ENV_AND_DB_HEADERS)
+#: a server-side search of a header field, as a phone or webmail sends when the user searches
+SEARCH_FROM = b'UID SEARCH FROM "bot"'
 THUNDERBIRD_LISTING = (b"UID FETCH 1:* (UID RFC822.SIZE FLAGS BODY.PEEK[HEADER.FIELDS (From To Cc Bcc"
                        b" Subject Date Message-ID Priority X-Priority References Newsgroups In-Reply-To"
                        b" Content-Type Reply-To)])")
@@ -101,3 +103,8 @@ def header_listing(c: Imap) -> int:
 
 def thunderbird_listing(c: Imap) -> int:
     return sum(1 for r in c.command(THUNDERBIRD_LISTING) if b" FETCH " in r[:20])
+
+
+def search_from(c: Imap) -> int:
+    [found] = [r for r in c.command(SEARCH_FROM) if r.startswith(b"* SEARCH")]
+    return len(found.split()) - 2
