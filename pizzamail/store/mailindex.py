@@ -9,6 +9,7 @@ each of them with file changes inside one transaction. Flags are kept as one spa
 from __future__ import annotations
 
 import functools
+import operator
 import time
 from array import array
 from collections.abc import Collection, Iterable, Sequence
@@ -121,6 +122,16 @@ def _mail(row: Row) -> MailRow:
                    internaldate=row["internaldate"], flags=_flag_set(row["flags"]), modseq=row["modseq"])
 
 
+def _mails(rows: Sequence[Row]) -> list[MailRow]:
+    """:func:`_mail` of each row of ``_MAIL``, made column by column in C (map, zip, the tuples'
+    own constructor): a FLAGS listing or a SEARCH reads thousands."""
+    if not rows:
+        return []
+    uid, name, subdir, size, date, flags, modseq = zip(*cast(list[tuple[Any, ...]], rows), strict=True)
+    return list(map(_new_mail_row, zip(uid, name, subdir, size, date, map(_flag_set, flags), modseq,
+                                       strict=True)))
+
+
 @functools.lru_cache(maxsize=1024)  # a folder's messages share a few combinations of flags
 def _flag_set(text: str) -> frozenset[str]:
     return frozenset(text.split())
@@ -167,7 +178,8 @@ async def outline(store: Store, folder_id: int) -> Outline | None:
 
 async def mail_of(store: Store, folder_id: int, uids: Sequence[int]) -> dict[int, MailRow]:
     """Index entries of these UIDs (ascending); expunged ones are missing."""
-    return {r["uid"]: _mail(r) for r in await _rows_of(store, _MAIL, folder_id, uids)}
+    found = _mails(await _rows_of(store, _MAIL, folder_id, uids))
+    return dict(zip(map(_UID, found), found, strict=True))
 
 
 async def cached_mail_of(
@@ -196,6 +208,7 @@ async def cached_mail_of(
 
 
 _new_mail_row = functools.partial(tuple.__new__, MailRow)
+_UID = operator.itemgetter(0)
 _new_structures = functools.partial(tuple.__new__, Structures)
 
 
@@ -228,14 +241,12 @@ async def _rows_of(store: Store, select: str, folder_id: int, uids: Sequence[int
 
 
 async def mail_in(store: Store, folder_id: int) -> list[MailRow]:
-    rows = await store.fetchall(_MAIL + " WHERE folder_id = ? ORDER BY uid", (folder_id,))
-    return [_mail(r) for r in rows]
+    return _mails(await store.fetchall(_MAIL + " WHERE folder_id = ? ORDER BY uid", (folder_id,)))
 
 
 async def mail_changed_since(store: Store, folder_id: int, modseq: int) -> list[MailRow]:
-    rows = await store.fetchall(_MAIL + " WHERE folder_id = ? AND modseq > ? ORDER BY uid",
-                                (folder_id, modseq))
-    return [_mail(r) for r in rows]
+    return _mails(await store.fetchall(_MAIL + " WHERE folder_id = ? AND modseq > ? ORDER BY uid",
+                                       (folder_id, modseq)))
 
 
 async def mail_entry(store: Store, folder_id: int, uid: int) -> MailRow | None:
