@@ -525,8 +525,8 @@ MIGRATIONS: list[tuple[str, str | dict[str, str]]] = [
     ),
     (
         # The header cache now holds every field Thunderbird, mutt and K-9 list (it had nine: their
-        # listings read every file). Lines cached with fewer would answer the new
-        # fields with nothing: forgotten, a message's next listing reads its file and caches them.
+        # listings read every file). Lines cached with fewer would answer the new fields with
+        # nothing: forgotten, a message's next listing reads its file and caches them.
         "030_header_cache_fields",
         "UPDATE mail SET headers = NULL WHERE headers IS NOT NULL",
     ),
