@@ -135,11 +135,15 @@ class Searcher:
         """The matching live UIDs, ascending: first by what the index says, then, for the
         messages that leaves in question, by their bytes; both a batch at a time."""
         live = [u for u in self.view.uids if u not in self.view.ghosts]
-        with_lines = _cached_only(key)
+        fields = _fields_read(key)
         found: list[int] = []
         for start in range(0, len(live), _BATCH):
+            batch = live[start:start + _BATCH]
+            if fields == set():  # the index answers alone: key by key, as sets
+                found += self._matching(key, list((await self.view.rows(batch)).values()))
+                continue
             pending: list[MailRow] = []
-            for candidate in await self._candidates(live[start:start + _BATCH], with_lines):
+            for candidate in await self._candidates(batch, _cached_only(fields)):
                 try:
                     if self.matches(key, candidate):
                         found.append(candidate.row.uid)
@@ -192,6 +196,33 @@ class Searcher:
                 return all(self.matches(k, c) for k in keys)
         raise AssertionError(key)
 
+    def _matching(self, key: SearchKey, rows: list[MailRow]) -> set[int]:
+        """The UIDs of ``rows`` that ``key`` matches, for a key the index answers alone (no header
+        field, no text): :meth:`matches` of each row, made key by key over the whole batch."""
+        match key:
+            case AllKey():
+                return {r.uid for r in rows}
+            case FlagKey("\\Recent", present):
+                recent = self.view.recent
+                return {r.uid for r in rows if (r.uid in recent or "\\Recent" in r.flags) == present}
+            case FlagKey(flag, present):
+                return {r.uid for r in rows if (flag in r.flags) == present}
+            case SetKey():
+                return self._resolved(key).intersection(r.uid for r in rows)
+            case SizeKey(larger, size):
+                return {r.uid for r in rows if (r.size > size if larger else r.size < size)}
+            case DateKey(sent=False):
+                return {r.uid for r in rows if _date_matches(key, _internal_day(r))}
+            case ModseqKey(modseq):
+                return {r.uid for r in rows if r.modseq >= modseq}
+            case NotKey(inner):
+                return {r.uid for r in rows} - self._matching(inner, rows)
+            case OrKey(left, right):
+                return self._matching(left, rows) | self._matching(right, rows)
+            case AndKey(keys):
+                return set.intersection(*(self._matching(k, rows) for k in keys))
+        raise AssertionError(key)
+
     def _resolved(self, key: SetKey) -> set[int]:
         found = self._sets.get(key)
         if found is None:
@@ -200,7 +231,7 @@ class Searcher:
 
     def _day(self, key: DateKey, c: _Candidate) -> date | None:
         if not key.sent:
-            return datetime.fromtimestamp(c.row.internaldate, UTC).date()
+            return _internal_day(c.row)
         raw = next(iter(c.raw_values(b"date")), None)
         try:
             return parsedate_to_datetime(raw.decode("latin-1")).date() if raw else None
@@ -208,10 +239,9 @@ class Searcher:
             return None
 
 
-def _cached_only(key: SearchKey) -> bool:
-    """``key`` reads header fields, all of them cached, and no text."""
-    names = _fields_read(key)
-    return names is not None and bool(names) and names <= cache.FIELDS
+def _cached_only(fields: set[bytes] | None) -> bool:
+    """The header fields a key reads (:func:`_fields_read`) are all cached, and it reads no text."""
+    return fields is not None and fields <= cache.FIELDS
 
 
 def _fields_read(key: SearchKey) -> set[bytes] | None:
@@ -239,6 +269,10 @@ def _union(parts: list[set[bytes] | None]) -> set[bytes] | None:
             return None
         found |= part
     return found
+
+
+def _internal_day(row: MailRow) -> date:
+    return datetime.fromtimestamp(row.internaldate, UTC).date()
 
 
 def _date_matches(key: DateKey, day: date | None) -> bool:

@@ -206,7 +206,7 @@ async def test_a_search_of_cached_fields_opens_no_message_file(
     await client.command(b"s SELECT INBOX")
     cached = [await client.command(b"c UID SEARCH " + criteria) for criteria in SEARCHES]
     assert sum(reads) == len(SEARCHES)
-    monkeypatch.setattr(search, "_cached_only", lambda key: False)
+    monkeypatch.setattr(search, "_cached_only", lambda fields: False)
     from_files = [await client.command(b"f UID SEARCH " + criteria) for criteria in SEARCHES]
     assert sum(reads) == len(SEARCHES) * (1 + len(sent))
     assert [lines[0] for lines in cached] == [lines[0] for lines in from_files]
