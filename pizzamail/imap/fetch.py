@@ -170,10 +170,11 @@ class Fetcher:
         wanted = {a.name.lower() for a in self.atts if a.name in _CACHED}  # the columns' names
         if self.from_cache:
             wanted.add("headers")
-        if not wanted:
+        if self.always_file and not wanted:  # message after message (mbsync): the view reads ahead
             return {u: (row, _NOTHING) for u, row in (await self.view.rows(uids)).items()}
-        # A listing reads neither the files' places nor modseqs: the files it needs after all
-        # (of messages whose cache is not filled yet) are placed by _load
+        # A listing reads neither the files' places nor modseqs (a FLAGS listing only UIDs and
+        # flags, sizes and dates): the files it needs after all (of messages whose cache is not
+        # filled yet) are placed by _load
         if self.always_file:
             wanted.add(PLACE)
         if "MODSEQ" in self.names:

@@ -318,8 +318,8 @@ async def test_fetching_message_after_message_reads_the_index_once_until_the_fol
         assert lines[0].startswith(b"* %d FETCH (UID %d FLAGS (\\Recent)" % (n, n))
     assert queries == [20]
     await mailbox.set_flags(inbox, {5: {"\\Flagged"}})  # another session's change
-    lines = await client.command(b"g UID FETCH 5 (FLAGS)")
-    assert b"* 5 FETCH (UID 5 FLAGS (\\Flagged \\Recent))\r\n" in lines
+    lines = await client.command(b"g UID FETCH 5 (FLAGS BODY.PEEK[])")
+    assert any(line.startswith(b"* 5 FETCH (UID 5 FLAGS (\\Flagged \\Recent)") for line in lines)
     assert len(queries) == 2
 
 

@@ -5,7 +5,7 @@ Each transcript also runs over the Maildir mailbox ``serve`` uses: the two answe
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Collection, Sequence
 from dataclasses import dataclass, field
 
 import pytest
@@ -14,7 +14,7 @@ from pizzamail.auth import Accounts
 from pizzamail.guard import Gate, Visitor
 from pizzamail.imap.commands import COMMANDS
 from pizzamail.imap.session import Limits, Session, Shared
-from pizzamail.mailbox import Folder, Mailbox, MailIndex, MailRow
+from pizzamail.mailbox import Folder, Mailbox, MailIndex, MailRow, Structures
 from pizzamail.mailbox.memory import MemoryMailbox
 
 ACCOUNTS = Accounts(user="me", password="pw", addresses=frozenset({"me@pizzamail.localhost"}))
@@ -260,13 +260,15 @@ async def test_a_message_gone_from_a_pipelined_run_still_has_its_command_answere
     t: Transcript, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     await t.say(b"s SELECT INBOX")
-    rows = t.index.rows
+    cached_rows = t.index.cached_rows
 
-    async def without_2(folder: Folder, uids: Sequence[int]) -> dict[int, MailRow]:
-        return {u: row for u, row in (await rows(folder, uids)).items() if u != 2}
+    async def without_2(
+        folder: Folder, uids: Sequence[int], wanted: Collection[str],
+    ) -> dict[int, tuple[MailRow, Structures]]:
+        return {u: entry for u, entry in (await cached_rows(folder, uids, wanted)).items() if u != 2}
 
     # expunged by another process between the commands' reading and the index's
-    monkeypatch.setattr(t.index, "rows", without_2)
+    monkeypatch.setattr(t.index, "cached_rows", without_2)
     t.wire.queued = [b"b FETCH 2 (UID)\r\n", b"c FETCH 3 (UID)\r\n"]
     assert await t.say(b"a FETCH 1 (UID)") == [
         b"* 1 FETCH (UID 1)\r\n", b"a OK FETCH completed\r\n",
