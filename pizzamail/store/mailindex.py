@@ -12,7 +12,7 @@ import functools
 import operator
 import time
 from array import array
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, cast
 
@@ -117,19 +117,19 @@ def _folder(row: Row) -> Folder:
                   first_recent=row["first_recent"])
 
 
-def _mail(row: Row) -> MailRow:
-    return MailRow(uid=row["uid"], name=row["name"], subdir=row["subdir"], size=row["size"],
-                   internaldate=row["internaldate"], flags=_flag_set(row["flags"]), modseq=row["modseq"])
-
-
 def _mails(rows: Sequence[Row]) -> list[MailRow]:
-    """:func:`_mail` of each row of ``_MAIL``, made column by column in C (map, zip, the tuples'
-    own constructor): a FLAGS listing or a SEARCH reads thousands."""
+    """The entries of rows of ``_MAIL``."""
     if not rows:
         return []
-    uid, name, subdir, size, date, flags, modseq = zip(*cast(list[tuple[Any, ...]], rows), strict=True)
-    return list(map(_new_mail_row, zip(uid, name, subdir, size, date, map(_flag_set, flags), modseq,
-                                       strict=True)))
+    return list(_mail_rows(*zip(*cast(list[tuple[Any, ...]], rows), strict=True)))
+
+
+def _mail_rows(uid: Iterable[int], name: Iterable[str], subdir: Iterable[str], size: Iterable[int],
+               internaldate: Iterable[int], flags: Iterable[str], modseq: Iterable[int]) -> Iterator[MailRow]:
+    """Entries from their columns, made in C (map, zip, the tuples' own constructor) with no Python
+    code run per message: a listing, a FLAGS listing or a SEARCH reads thousands."""
+    return map(_new_mail_row, zip(uid, name, subdir, size, internaldate, map(_flag_set, flags), modseq,
+                                  strict=True))
 
 
 @functools.lru_cache(maxsize=1024)  # a folder's messages share a few combinations of flags
@@ -195,13 +195,10 @@ async def cached_mail_of(
     rows = await _rows_of(store, f"SELECT {', '.join(columns)} FROM mail", folder_id, uids)
     if not rows:
         return {}
-    # A listing makes thousands of entries: they are made column by column in C (map, zip, the
-    # tuples' own constructor), with no Python code run per message
     read = dict(zip(columns, zip(*cast(list[tuple[Any, ...]], rows), strict=True), strict=True))
     n = len(rows)
-    mail = map(_new_mail_row, zip(
-        read["uid"], read.get("name", [""] * n), read.get("subdir", [""] * n), read["size"],
-        read["internaldate"], map(_flag_set, read["flags"]), read.get("modseq", [0] * n), strict=True))
+    mail = _mail_rows(read["uid"], read.get("name", [""] * n), read.get("subdir", [""] * n), read["size"],
+                      read["internaldate"], read["flags"], read.get("modseq", [0] * n))
     cached = map(_new_structures, zip(*(_blobs(read[c]) if c in read else [None] * n for c in CACHED),
                                       strict=True))
     return dict(zip(read["uid"], zip(mail, cached, strict=True), strict=True))
@@ -251,7 +248,7 @@ async def mail_changed_since(store: Store, folder_id: int, modseq: int) -> list[
 
 async def mail_entry(store: Store, folder_id: int, uid: int) -> MailRow | None:
     row = await store.fetchone(_MAIL + " WHERE folder_id = ? AND uid = ?", (folder_id, uid))
-    return _mail(row) if row else None
+    return _mails([row])[0] if row else None
 
 
 async def uids_named(store: Store, folder_id: int, names: list[str]) -> dict[str, int]:
@@ -380,7 +377,7 @@ async def locked_mail(db: Tx, folder_id: int, uids: Iterable[int]) -> list[MailR
         marks = ", ".join("?" * len(chunk))
         async with db.execute(_MAIL + f" WHERE folder_id = ? AND uid IN ({marks}) ORDER BY uid",
                               (folder_id, *chunk)) as cursor:
-            rows.extend(_mail(r) for r in await cursor.fetchall())
+            rows.extend(_mails(list(await cursor.fetchall())))
     return rows
 
 
