@@ -104,6 +104,8 @@ class Backend(Protocol):
 
     async def fetchall(self, sql: str, params: tuple[Any, ...]) -> list[Row]: ...
 
+    async def fetch_tuples(self, sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]: ...
+
     async def write_alone(self, sql: str, params: tuple[Any, ...]) -> None: ...
 
     async def data_version(self) -> int: ...
@@ -234,6 +236,11 @@ class Store:
         """All rows of one query, read to the end in one step (never a statement left half-read,
         whose open read transaction would keep the next query in the past)."""
         return await self._open_backend().fetchall(sql, tuple(params))
+
+    async def fetch_tuples(self, sql: str, params: Iterable[Any] = ()) -> list[tuple[Any, ...]]:
+        """:meth:`fetchall` as plain tuples, by position only: for reads of thousands of rows taken
+        apart column by column (a row that also answers to its columns' names costs a fifth more)."""
+        return await self._open_backend().fetch_tuples(sql, tuple(params))
 
     async def write_alone(self, sql: str, params: Iterable[Any] = ()) -> None:
         """One idempotent statement (``INSERT … ON CONFLICT DO NOTHING``) committed on a connection of

@@ -117,7 +117,7 @@ def _folder(row: Row) -> Folder:
                   first_recent=row["first_recent"])
 
 
-def _mails(rows: Sequence[Row]) -> list[MailRow]:
+def _mails(rows: Sequence[tuple[Any, ...] | Row]) -> list[MailRow]:
     """The entries of rows of ``_MAIL``."""
     if not rows:
         return []
@@ -195,7 +195,7 @@ async def cached_mail_of(
     rows = await _rows_of(store, f"SELECT {', '.join(columns)} FROM mail", folder_id, uids)
     if not rows:
         return {}
-    read = dict(zip(columns, zip(*cast(list[tuple[Any, ...]], rows), strict=True), strict=True))
+    read = dict(zip(columns, zip(*rows, strict=True), strict=True))
     n = len(rows)
     mail = _mail_rows(read["uid"], read.get("name", [""] * n), read.get("subdir", [""] * n), read["size"],
                       read["internaldate"], read["flags"], read.get("modseq", [0] * n))
@@ -216,34 +216,34 @@ def _blobs(column: Sequence[bytes | None]) -> Iterable[bytes | None]:
     return map(_blob, column)
 
 
-async def _rows_of(store: Store, select: str, folder_id: int, uids: Sequence[int]) -> list[Row]:
+async def _rows_of(store: Store, select: str, folder_id: int, uids: Sequence[int]) -> list[tuple[Any, ...]]:
     """A range query per chunk where the UIDs are dense (a listing of 1:*), else a list of UIDs.
     The UID is the first column."""
-    found: list[Row] = []
+    found: list[tuple[Any, ...]] = []
     for start in range(0, len(uids), _CHUNK):
         chunk = uids[start:start + _CHUNK]
         first, last = chunk[0], chunk[-1]
         if last - first < 2 * len(chunk):
-            rows = await store.fetchall(select + " WHERE folder_id = ? AND uid BETWEEN ? AND ?",
-                                        (folder_id, first, last))
+            rows = await store.fetch_tuples(select + " WHERE folder_id = ? AND uid BETWEEN ? AND ?",
+                                            (folder_id, first, last))
             if last - first + 1 > len(chunk):  # else every UID in the range is asked for
                 wanted = set(chunk)
                 rows = [r for r in rows if r[0] in wanted]
             found += rows
         else:
             marks = ", ".join("?" * len(chunk))
-            found += await store.fetchall(select + f" WHERE folder_id = ? AND uid IN ({marks})",
-                                          (folder_id, *chunk))
+            found += await store.fetch_tuples(select + f" WHERE folder_id = ? AND uid IN ({marks})",
+                                              (folder_id, *chunk))
     return found
 
 
 async def mail_in(store: Store, folder_id: int) -> list[MailRow]:
-    return _mails(await store.fetchall(_MAIL + " WHERE folder_id = ? ORDER BY uid", (folder_id,)))
+    return _mails(await store.fetch_tuples(_MAIL + " WHERE folder_id = ? ORDER BY uid", (folder_id,)))
 
 
 async def mail_changed_since(store: Store, folder_id: int, modseq: int) -> list[MailRow]:
-    return _mails(await store.fetchall(_MAIL + " WHERE folder_id = ? AND modseq > ? ORDER BY uid",
-                                       (folder_id, modseq)))
+    return _mails(await store.fetch_tuples(_MAIL + " WHERE folder_id = ? AND modseq > ? ORDER BY uid",
+                                           (folder_id, modseq)))
 
 
 async def mail_entry(store: Store, folder_id: int, uid: int) -> MailRow | None:

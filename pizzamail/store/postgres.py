@@ -245,6 +245,11 @@ class PostgresBackend:
         async with self._open_pool().connection() as conn:
             return list((await _query(conn, sql, params)).rows)
 
+    async def fetch_tuples(self, sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+        async with self._open_pool().connection() as conn:
+            cursor = await conn.execute(for_postgres(sql), _text(params))
+            return list(await cursor.fetchall())
+
     async def write_alone(self, sql: str, params: tuple[Any, ...]) -> None:
         async with self._open_pool().connection() as conn:  # autocommit: committed when it returns
             await conn.execute(for_postgres(sql), _text(params))

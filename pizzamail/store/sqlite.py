@@ -61,19 +61,22 @@ class SqliteBackend:
     dialect: str = SQLITE
     _writer: aiosqlite.Connection | None = None
     _reader: sqlite3.Connection | None = None
+    _tuples: sqlite3.Cursor | None = None  # the reader's, making plain tuples
 
     async def open(self) -> None:
         self._writer = await connect(self.path)
         self.path.chmod(0o600)
         await migrate(self._writer)
         self._reader = _reader(self.path)
+        self._tuples = self._reader.cursor()
+        self._tuples.row_factory = None
 
     async def close(self) -> None:
         if self._reader is not None:
             self._reader.close()
         if self._writer is not None:
             await self._writer.close()
-        self._reader = self._writer = None
+        self._reader = self._writer = self._tuples = None
 
     @asynccontextmanager
     async def transaction(self, *, serial: bool = True) -> AsyncIterator[Tx]:
@@ -109,6 +112,10 @@ class SqliteBackend:
         left half-read, whose open read transaction would keep the next query in the past."""
         assert self._reader is not None, "store is not open"
         return self._reader.execute(sql, params).fetchall()
+
+    async def fetch_tuples(self, sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+        assert self._tuples is not None, "store is not open"
+        return self._tuples.execute(sql, params).fetchall()
 
     async def write_alone(self, sql: str, params: tuple[Any, ...]) -> None:
         """SQLite has one writer, and a task inside a write would wait for itself here."""

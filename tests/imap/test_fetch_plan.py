@@ -120,13 +120,13 @@ async def test_a_listing_reads_only_the_columns_it_answers_from(
     """Fails on a listing that read every message's file name, subdir and modseq (and NULLs for
     the cached parts it did not ask for): each column read costs more than making the row."""
     queries: list[str] = []
-    fetchall = store.fetchall
+    fetch_tuples = store.fetch_tuples
 
     async def spied(sql: str, params: Any = ()) -> Any:
         queries.append(sql)
-        return await fetchall(sql, params)
+        return await fetch_tuples(sql, params)
 
-    monkeypatch.setattr(store, "fetchall", spied)
+    monkeypatch.setattr(store, "fetch_tuples", spied)
     await client.command(b"s SELECT INBOX")
     queries.clear()
     lines = await client.command(b"f UID FETCH 1:* (UID FLAGS RFC822.SIZE INTERNALDATE "
