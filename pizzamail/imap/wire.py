@@ -68,13 +68,12 @@ def date_time(epoch: int) -> bytes:
 def date_times(epochs: Iterable[int]) -> list[bytes]:
     """:func:`date_time` of each, in C (map, from tables of the day's minutes and seconds) with no
     Python code run per date: a listing renders thousands."""
-    pairs = list(map(divmod, epochs, itertools.repeat(60)))
-    if not pairs:
-        return []
-    minutes, seconds = zip(*pairs, strict=True)
-    days, clocks = zip(*map(divmod, minutes, itertools.repeat(1440)), strict=True)
-    return list(map(operator.add, map(operator.add, map(_day, days), map(_CLOCK.__getitem__, clocks)),
-                    map(_SECOND.__getitem__, seconds)))
+    epochs = list(epochs)
+    minutes = list(map(operator.floordiv, epochs, itertools.repeat(60)))
+    days = map(_day, map(operator.floordiv, minutes, itertools.repeat(1440)))
+    clocks = map(_CLOCK.__getitem__, map(operator.mod, minutes, itertools.repeat(1440)))
+    seconds = map(_SECOND.__getitem__, map(operator.mod, epochs, itertools.repeat(60)))
+    return list(map(operator.add, map(operator.add, days, clocks), seconds))
 
 
 _CLOCK = tuple(b"%02d:%02d:" % divmod(minute, 60) for minute in range(1440))
