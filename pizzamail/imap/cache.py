@@ -43,13 +43,13 @@ def describe(data: bytes) -> Structures:
 
 
 def header_lines(header: bytes) -> bytes | None:
-    """The blocks of the cached fields in the file's order, each as ``name NUL raw NUL`` (name
+    """The blocks of the cached fields in the file's order, each as ``NUL name NUL raw`` (name
     lower-case, raw with its continuation lines and line ends), so that answering needs no
     parsing; None when the header holds a NUL byte, which would break that framing (such a
     message is answered from its file)."""
     if b"\0" in header:
         return None
-    return b"".join(name + b"\0" + raw + b"\0" for name, raw in mime.header_blocks(header) if name in FIELDS)
+    return b"".join(b"\0" + name + b"\0" + raw for name, raw in mime.header_blocks(header) if name in FIELDS)
 
 
 def answers(section: Section | None) -> bool:
@@ -67,7 +67,7 @@ def header_fields(lines: bytes, wanted: frozenset[bytes]) -> bytes:
 def values(lines: bytes, name: bytes) -> list[bytes]:
     """The values of the cached field ``name`` (lower case), every occurrence in the file's order,
     as :func:`mime.header_fields` gives them: what a SEARCH of it needs."""
-    return [mime.field_value(raw) for raw in _blocks(frozenset({name}))(lines) if raw]
+    return [mime.field_value(raw) for raw in _blocks(frozenset({name}))(lines)]
 
 
 def pick_each(wanted: frozenset[bytes], each: Iterable[bytes]) -> list[bytes]:
@@ -78,9 +78,10 @@ def pick_each(wanted: frozenset[bytes], each: Iterable[bytes]) -> list[bytes]:
 
 @functools.lru_cache(maxsize=64)
 def _blocks(wanted: frozenset[bytes]) -> Callable[[bytes], list[bytes]]:
-    """Cached lines -> the raw lines of the fields ``wanted``, in their order (and empty strings
-    for the others): one scan in C a message (2.6 us vs 3.5 us splitting). The pattern consumes
-    the lines a block (name NUL raw NUL) at a time, capturing the raw part of those named (the
-    other blocks give empty captures)."""
+    """Cached lines -> the raw lines of the fields ``wanted``, in their order: one scan in C a
+    message. A NUL, a wanted name and a NUL start a wanted block (a raw part holds no NUL, and
+    starts with its field's name and a colon, so it is never taken for a name); the scan finds the
+    NULs by their own fast search and reads no other block's raw part: 8 % less than consuming
+    every block, as the format before migration 031 (``name NUL raw NUL``) made it."""
     names = b"|".join(re.escape(name) for name in sorted(wanted)) or b"(?!)"
-    return re.compile(b"(?:" + names + b")\0([^\0]*)\0|[^\0]*\0[^\0]*\0").findall
+    return re.compile(b"\0(?:" + names + b")\0([^\0]*)").findall

@@ -530,6 +530,13 @@ MIGRATIONS: list[tuple[str, str | dict[str, str]]] = [
         "030_header_cache_fields",
         "UPDATE mail SET headers = NULL WHERE headers IS NOT NULL",
     ),
+    (
+        # The cached lines' blocks became NUL name NUL raw (were name NUL raw NUL), which a listing
+        # picks from faster (imap/cache.py). Forgotten as in 030: each message's next listing
+        # caches them again from its file.
+        "031_header_cache_framing",
+        "UPDATE mail SET headers = NULL WHERE headers IS NOT NULL",
+    ),
 ]
 
 

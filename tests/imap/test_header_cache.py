@@ -159,12 +159,15 @@ async def test_each_common_clients_listing_opens_no_message_file(
     assert _literals(lines) == [_expected(data, tuple(fields.split())) for data in sent]
 
 
-async def test_the_header_cache_migration_forgets_lines_cached_with_fewer_fields(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("migration", ["030_header_cache_fields", "031_header_cache_framing"])
+async def test_the_header_cache_migrations_forget_the_lines_cached_before_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, migration: str
 ) -> None:
-    """Lines cached before 030 lack the fields it added, which they would answer with nothing:
-    forgotten, each message's next listing reads its file (as for a mail found on disk)."""
-    [at] = [i for i, (name, _) in enumerate(migrations.MIGRATIONS) if name == "030_header_cache_fields"]
+    """Lines cached before 030 lack the fields it added, which they would answer with nothing;
+    lines cached before 031 are framed as ``name NUL raw NUL``, which the listing's pattern no
+    longer reads. Forgotten, each message's next listing reads its file (as for a mail found on
+    disk)."""
+    [at] = [i for i, (name, _) in enumerate(migrations.MIGRATIONS) if name == migration]
     async with aiosqlite.connect(tmp_path / "old.db", isolation_level=None) as db:
         with monkeypatch.context() as older:
             older.setattr(migrations, "MIGRATIONS", migrations.MIGRATIONS[:at])
@@ -173,7 +176,7 @@ async def test_the_header_cache_migration_forgets_lines_cached_with_fewer_fields
         await db.executemany(
             "INSERT INTO mail(folder_id, uid, name, subdir, size, internaldate, modseq, headers)"
             " VALUES (1, ?, ?, 'cur', 1, 0, 1, ?)", [(1, "a", b"subject\0Subject: s\r\n\0"), (2, "b", None)])
-        assert await migrate(db) == ["030_header_cache_fields"]
+        assert (await migrate(db))[0] == migration
         async with db.execute("SELECT uid, headers FROM mail ORDER BY uid") as cursor:
             assert list(map(tuple, await cursor.fetchall())) == [(1, None), (2, None)]
 
