@@ -156,6 +156,21 @@ async def test_read_header_stops_after_the_header_even_when_it_is_long(mailbox: 
     assert len(head) < len(header) + 2 + 8192
 
 
+@pytest.mark.parametrize("size", [0, 1, 4095, 4096, 4097, 200_000])
+@pytest.mark.parametrize("indexed", ["exact", "smaller", "larger"])
+def test_a_file_is_read_whole_whatever_size_its_index_expects(
+    tmp_path: Path, size: int, indexed: str
+) -> None:
+    """Read in one call of the expected size: a file that grew since (a larger one in its place)
+    is still read to its end, a shorter one as it is (the caller sees it is short), a gone one is
+    None."""
+    data = os.urandom(size)
+    path = tmp_path / "m"
+    path.write_bytes(data)
+    expected = {"exact": size, "smaller": max(size // 3, 0), "larger": size * 2 + 5}[indexed]
+    assert maildir.read_files([str(path), str(tmp_path / "gone")], [expected, expected]) == [data, None]
+
+
 async def test_a_file_written_before_a_crash_is_indexed_not_written_again(mailbox: Mailbox) -> None:
     inbox = await mailbox.folder("INBOX")
     assert inbox is not None

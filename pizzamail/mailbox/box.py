@@ -243,7 +243,8 @@ class Mailbox:
         place = str(self.path(folder))
         paths = [f"{place}/{row.subdir}/{maildir.file_name(row.name, row.subdir, set(row.flags))}"
                  for row in rows]
-        found = await asyncio.to_thread(maildir.read_files, paths, header_only=header_only)
+        found = await asyncio.to_thread(maildir.read_files, paths, [row.size for row in rows],
+                                        header_only=header_only)
         if header_only:
             return found
         # shorter than indexed: expunged meanwhile, its file emptied for reuse (:mod:`.spares`)
