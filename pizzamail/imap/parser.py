@@ -294,6 +294,25 @@ _FETCH_ITEMS: dict[bytes, tuple[tuple[FetchAtt, ...], int | None, bool]] = {}
 _FETCH_ITEMS_KEPT = 64
 
 
+#: a FETCH of one message whose items were parsed before: mbsync pulls a folder with one such
+#: command a message (``UID FETCH 4711 (BODY.PEEK[])``), which the whole parse took 5.5 us to read
+_ONE_FETCH = re.compile(rb"([\x21-\x7e]+) (UID )?FETCH ([0-9]{1,10}) (.*)", re.S)
+
+
+def _one_fetch(line: bytes) -> Command | None:
+    """``line`` read as :func:`parse_command` reads it, when it is such a FETCH (in upper case,
+    items already known); otherwise None, for the whole parse."""
+    m = _ONE_FETCH.fullmatch(line)
+    if m is None:
+        return None
+    tag, uid, digits, items = m.groups()
+    known = _FETCH_ITEMS.get(items)
+    number = int(digits)
+    if known is None or number == 0 or _NOT_IN_TAG.search(tag):
+        return None
+    return Command(tag, "UID FETCH" if uid else "FETCH", Fetch(SequenceSet(((number, number),)), *known))
+
+
 def _fetch(r: Reader) -> Fetch:
     r.sp()
     messages = r.sequence_set()
@@ -427,7 +446,11 @@ def strip_crlf(data: bytes) -> bytes:
 
 def parse_command(data: bytes) -> Command:
     """Parse one framed command (its final CRLF included or not)."""
-    r = Reader(strip_crlf(data))
+    line = strip_crlf(data)
+    quick = _one_fetch(line)
+    if quick is not None:
+        return quick
+    r = Reader(line)
     tag = peek_tag(r.data)
     if tag is None:
         raise ImapError("missing or invalid tag", bad=True)

@@ -192,3 +192,44 @@ async def _session_answers(root: Path, lines: list[bytes]) -> None:
 def test_a_session_answers_every_random_command(lines: list[bytes]) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         asyncio.run(_session_answers(Path(tmp), lines))
+
+
+_ITEMS = [b"(BODY.PEEK[])", b"(UID FLAGS)", b"BODY[]", b"(BODY.PEEK[HEADER.FIELDS (FROM)])",
+          b"(FLAGS) (CHANGEDSINCE 5)", b"(BODY.PEEK[]", b"(NOPE)", b"", b"(BODY.PEEK[])\r", b"ALL extra",
+          b"(RFC822.SIZE)"]
+
+
+def _outcome(data: bytes) -> object:
+    try:
+        return parse_command(data)
+    except ImapError as exc:
+        return str(exc)
+
+
+@settings(max_examples=400, deadline=None)
+@given(tag=st.sampled_from([b"a1", b"UID", b"t+", b"x(", b"]", b"A0001", b""]),
+       name=st.sampled_from([b"UID FETCH", b"FETCH", b"uid fetch", b"UID  FETCH", b"UIDFETCH"]),
+       number=st.sampled_from([b"1", b"0", b"007", b"4294967295", b"9999999999", b"12345678901", b"1:2", b"*",
+                               b"-1", b"1,3"]),
+       items=st.sampled_from(_ITEMS), end=st.sampled_from([b"\r\n", b"\n", b""]))
+def test_a_fetch_of_one_message_reads_as_the_whole_parse_reads_it(
+    tag: bytes, name: bytes, number: bytes, items: bytes, end: bytes
+) -> None:
+    """The quick read of ``UID FETCH n items`` (mbsync's pull) gives exactly what the whole parse
+    gives, or leaves the line to it: the same command, or the same refusal."""
+    _outcome(b"p FETCH 1 " + items)  # its items known, when they parse
+    line = tag + b" " + name + b" " + number + b" " + items + end
+    quick = _outcome(line)
+    original = parser._one_fetch
+    parser._one_fetch = lambda line: None
+    try:
+        assert quick == _outcome(line)
+    finally:
+        parser._one_fetch = original
+
+
+def test_a_fetch_of_one_message_whose_items_are_known_takes_the_quick_read() -> None:
+    parse_command(b"p UID FETCH 1 (BODY.PEEK[])")
+    line = b"q UID FETCH 42 (BODY.PEEK[])"
+    assert parser._one_fetch(line) == parse_command(line) and parser._one_fetch(line) is not None
+    assert parser._one_fetch(b"q UID FETCH 42 (BODY.PEEK[]) ") is None  # never parsed: the whole parse's
