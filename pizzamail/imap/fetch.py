@@ -131,16 +131,20 @@ class Fetcher:
 
     async def _run(self, uids: list[int], send: Send, flush: Flush) -> None:
         batches = _batches(uids)
-        # On PostgreSQL the next batch's entries are read while this one renders and goes out
-        # (SQLite's reads never suspend: its task runs when awaited); the first is awaited as it is
-        # (a task for it would cost a FETCH of one message more).
+        # The next batch's entries are read while this one goes out: on PostgreSQL while it renders
+        # too, on SQLite (whose reads run in place) while the socket drains. Not beside a thread
+        # reading this batch's files on SQLite: its read gives up the GIL at each row and waits to
+        # get it back (500 messages' bodies took 11.6-12.6 ms against 9.7-10.0). The first batch is
+        # awaited as it is (a task for it would cost a FETCH of one message more).
+        early = not (self.always_file and self.view.mailbox.reads_in_place)
         ahead: asyncio.Future[dict[int, Entry]] | None = None
         try:
             for n, batch in enumerate(batches):
                 entries = await (self._entries(batch) if ahead is None else ahead)
-                ahead = asyncio.ensure_future(self._entries(batches[n + 1])) if n + 1 < len(batches) else None
+                more = n + 1 < len(batches)
+                ahead = asyncio.ensure_future(self._entries(batches[n + 1])) if more and early else None
                 await self._send_batch(entries, send)
-                if ahead is not None:
+                if more:
                     await flush()
         finally:
             if ahead is not None:

@@ -63,6 +63,10 @@ class Mailbox:
     #: the last outline of each folder, good while the folder's modseq is the same
     _outlines: dict[int, Outline] = field(default_factory=dict)
 
+    @property
+    def reads_in_place(self) -> bool:
+        return self.store.reads_in_place
+
     async def open(self, *, reconcile: bool = True) -> Mailbox:
         """The standard folders made; the index brought in line with the files unless another
         process keeps it (``reconcile=False``: a standby serve, whose leader files the mail)."""

@@ -93,6 +93,12 @@ class MailIndex(Protocol):
         """The entries of these UIDs (ascending); expunged ones are missing."""
         ...
 
+    @property
+    def reads_in_place(self) -> bool:
+        """Its reads of entries run on the caller's thread and never suspend (SQLite's): one
+        started early only runs when its task's turn comes."""
+        ...
+
     async def cached_rows(
         self, folder: Folder, uids: Sequence[int], wanted: Collection[str],
     ) -> dict[int, tuple[MailRow, Structures]]:

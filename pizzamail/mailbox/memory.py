@@ -42,6 +42,8 @@ class MemoryMailbox:
     _changes: ChangeEvents = field(default_factory=ChangeEvents)
     _last_id: int = 0
     _last_uidvalidity: int = 0
+    #: dicts are read in place, as SQLite's index is
+    reads_in_place: bool = True
 
     @classmethod
     def standard(cls) -> MemoryMailbox:

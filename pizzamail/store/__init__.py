@@ -131,6 +131,12 @@ class Store:
     def dialect(self) -> str:
         return self._open_backend().dialect
 
+    @property
+    def reads_in_place(self) -> bool:
+        """Reads run on the caller's thread and never suspend (SQLite's reader, see
+        :mod:`.sqlite`): one started early only runs when its task's turn comes."""
+        return self.dialect == SQLITE
+
     def twin(self) -> Store:
         """Another store on the same database (unopened): another process's view, for tests and tools."""
         return Store(path=self.path, url=self.url, password=self.password, pool_size=self.pool_size)
