@@ -9,6 +9,7 @@ each of them with file changes inside one transaction. Flags are kept as one spa
 from __future__ import annotations
 
 import functools
+import itertools
 import operator
 import time
 from array import array
@@ -199,6 +200,8 @@ async def cached_mail_of(
     n = len(rows)
     mail = _mail_rows(read["uid"], read.get("name", [""] * n), read.get("subdir", [""] * n), read["size"],
                       read["internaldate"], read["flags"], read.get("modseq", [0] * n))
+    if not any(c in read for c in CACHED):  # FLAGS, sizes, dates: one empty value shared by all
+        return dict(zip(read["uid"], zip(mail, itertools.repeat(_NO_STRUCTURES)), strict=True))
     cached = map(_new_structures, zip(*(_blobs(read[c]) if c in read else [None] * n for c in CACHED),
                                       strict=True))
     return dict(zip(read["uid"], zip(mail, cached, strict=True), strict=True))
@@ -207,6 +210,7 @@ async def cached_mail_of(
 _new_mail_row = functools.partial(tuple.__new__, MailRow)
 _UID = operator.itemgetter(0)
 _new_structures = functools.partial(tuple.__new__, Structures)
+_NO_STRUCTURES = Structures()
 
 
 def _blobs(column: Sequence[bytes | None]) -> Iterable[bytes | None]:
