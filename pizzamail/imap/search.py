@@ -40,6 +40,8 @@ _BATCH = 2000
 #: what is read of each index entry when the header keys are all answered by the cached lines: the
 #: whole row (a message not cached yet is read from its file) and the lines
 _WITH_LINES = frozenset({PLACE, "modseq", "headers"})
+#: what a key the index answers alone reads of each entry: no file's place (a file is never read)
+_INDEX_ONLY = frozenset({"modseq"})
 
 
 def decode_text(raw: bytes) -> str:
@@ -140,7 +142,8 @@ class Searcher:
         for start in range(0, len(live), _BATCH):
             batch = live[start:start + _BATCH]
             if fields == set():  # the index answers alone: key by key, as sets
-                found += self._matching(key, list((await self.view.rows(batch)).values()))
+                entries = await self.view.mailbox.cached_rows(self.view.folder, batch, _INDEX_ONLY)
+                found += self._matching(key, [row for row, _ in entries.values()])
                 continue
             pending: list[MailRow] = []
             for candidate in await self._candidates(batch, _cached_only(fields)):

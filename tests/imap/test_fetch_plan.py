@@ -138,6 +138,30 @@ async def test_a_listing_reads_only_the_columns_it_answers_from(
     assert columns.split(", ") == ["uid", "size", "internaldate", "flags", "headers"]
 
 
+async def test_a_search_of_flags_reads_no_files_place(
+    client: Client, sample: list[bytes], store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A search the index answers alone (K-9 lists a folder with ``UID SEARCH 1:* NOT DELETED``)
+    reads neither the files' names nor their subdirs: fails on one that read whole entries (a
+    quarter slower for 2,000 mails)."""
+    queries: list[str] = []
+    fetch_tuples = store.fetch_tuples
+
+    async def spied(sql: str, params: Any = ()) -> Any:
+        queries.append(sql)
+        return await fetch_tuples(sql, params)
+
+    monkeypatch.setattr(store, "fetch_tuples", spied)
+    await client.command(b"s SELECT INBOX")
+    await client.command(b"a STORE 1 +FLAGS.SILENT (\\Deleted)")
+    queries.clear()
+    lines = await client.command(b"f UID SEARCH 1:* NOT DELETED")
+    assert lines[-1].startswith(b"f OK")
+    assert lines[0] == b"* SEARCH " + b" ".join(b"%d" % uid for uid in range(2, len(sample) + 1)) + b"\r\n"
+    [columns] = [m.group(1) for q in queries if (m := re.match(r"SELECT (.*) FROM mail\b", q))]
+    assert columns.split(", ") == ["uid", "size", "internaldate", "flags", "modseq"]
+
+
 async def test_a_long_fetch_goes_out_batch_by_batch(
     client: Client, sample: list[bytes], monkeypatch: pytest.MonkeyPatch
 ) -> None:
