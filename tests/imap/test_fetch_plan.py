@@ -115,11 +115,8 @@ async def test_a_fetch_with_anything_after_its_items_is_refused_every_time(
         assert lines[-1].startswith(tag + b" BAD"), lines
 
 
-async def test_a_listing_reads_only_the_columns_it_answers_from(
-    client: Client, sample: list[bytes], store: Store, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Fails on a listing that read every message's file name, subdir and modseq (and NULLs for
-    the cached parts it did not ask for): each column read costs more than making the row."""
+def _spied_reads(store: Store, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The statements of the mail index's reads (``fetch_tuples``) from now on."""
     queries: list[str] = []
     fetch_tuples = store.fetch_tuples
 
@@ -128,13 +125,27 @@ async def test_a_listing_reads_only_the_columns_it_answers_from(
         return await fetch_tuples(sql, params)
 
     monkeypatch.setattr(store, "fetch_tuples", spied)
+    return queries
+
+
+def _mail_columns_read(queries: list[str]) -> list[str]:
+    """The column lists of the reads of ``mail`` among ``queries``."""
+    return [m.group(1) for q in queries if (m := re.match(r"SELECT (.*) FROM mail\b", q))]
+
+
+async def test_a_listing_reads_only_the_columns_it_answers_from(
+    client: Client, sample: list[bytes], store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Fails on a listing that read every message's file name, subdir and modseq (and NULLs for
+    the cached parts it did not ask for): each column read costs more than making the row."""
+    queries = _spied_reads(store, monkeypatch)
     await client.command(b"s SELECT INBOX")
     queries.clear()
     lines = await client.command(b"f UID FETCH 1:* (UID FLAGS RFC822.SIZE INTERNALDATE "
                                  b"BODY.PEEK[HEADER.FIELDS (FROM SUBJECT)])")
     assert lines[-1].startswith(b"f OK")
     assert sum(1 for line in lines if re.match(rb"\* \d+ FETCH ", line)) == len(sample)
-    [columns] = [m.group(1) for q in queries if (m := re.match(r"SELECT (.*) FROM mail\b", q))]
+    [columns] = _mail_columns_read(queries)
     assert columns.split(", ") == ["uid", "size", "internaldate", "flags", "headers"]
 
 
@@ -144,21 +155,14 @@ async def test_a_search_of_flags_reads_no_files_place(
     """A search the index answers alone (K-9 lists a folder with ``UID SEARCH 1:* NOT DELETED``)
     reads neither the files' names nor their subdirs: fails on one that read whole entries (a
     quarter slower for 2,000 mails)."""
-    queries: list[str] = []
-    fetch_tuples = store.fetch_tuples
-
-    async def spied(sql: str, params: Any = ()) -> Any:
-        queries.append(sql)
-        return await fetch_tuples(sql, params)
-
-    monkeypatch.setattr(store, "fetch_tuples", spied)
+    queries = _spied_reads(store, monkeypatch)
     await client.command(b"s SELECT INBOX")
     await client.command(b"a STORE 1 +FLAGS.SILENT (\\Deleted)")
     queries.clear()
     lines = await client.command(b"f UID SEARCH 1:* NOT DELETED")
     assert lines[-1].startswith(b"f OK")
     assert lines[0] == b"* SEARCH " + b" ".join(b"%d" % uid for uid in range(2, len(sample) + 1)) + b"\r\n"
-    [columns] = [m.group(1) for q in queries if (m := re.match(r"SELECT (.*) FROM mail\b", q))]
+    [columns] = _mail_columns_read(queries)
     assert columns.split(", ") == ["uid", "size", "internaldate", "flags", "modseq"]
 
 
